@@ -1,0 +1,40 @@
+"""The `arithrepro` command: one subcommand per DVC stage (see stages/ and dvc.yaml)."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+import click
+
+# Subcommands load on use, so `arithrepro --help` does not import torch.
+COMMANDS = {
+    "generate-datasets": "generate_datasets",
+    "train": "train",
+    "evaluate": "evaluate",
+    "aggregate-tables": "aggregate_tables",
+    "render-figures": "render_figures",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        module = import_module(f"arithrepro.stages.{COMMANDS[name]}")
+        return getattr(module, COMMANDS[name])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="arithrepro")
+def main() -> None:
+    """Re-run and compare published experiments on small sequence models learning arithmetic.
+
+    Each subcommand is one stage of the DVC pipeline in dvc.yaml; `dvc repro` runs them all.
+    """
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""params.yaml: loading, validation and the resolved view each stage reads.
+
+Validation runs before any work. A bad file stops with one line naming the key, the value and
+what is allowed; nothing is written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+PROFILES = ("smoke", "cpu", "paper")
+
+
+class ParamsError(Exception):
+    """A params.yaml (or command-line) value that is not allowed; the message is one line."""
+
+
+# --- a small declarative schema -------------------------------------------------------------
+# A schema is a dict (fixed keys -> schema), a Map (free keys -> schema) or a leaf check.
+# Leaf checks take (key, value) and raise ParamsError.
+
+Check = Callable[[str, Any], None]
+
+
+def _fail(key: str, value: Any, allowed: str) -> None:
+    raise ParamsError(f"{key} = {value!r}: expected {allowed}")
+
+
+def integer(lo: int | None = None, hi: int | None = None) -> Check:
+    def check(key, value):
+        rng = _range_text(lo, hi)
+        if isinstance(value, bool) or not isinstance(value, int):
+            _fail(key, value, f"an integer{rng}")
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            _fail(key, value, f"an integer{rng}")
+
+    return check
+
+
+def number(lo: float | None = None, hi: float | None = None, lo_open: bool = False,
+           hi_open: bool = False) -> Check:
+    def check(key, value):
+        rng = _range_text(lo, hi, lo_open, hi_open)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            _fail(key, value, f"a number{rng}")
+        bad_lo = lo is not None and (value <= lo if lo_open else value < lo)
+        bad_hi = hi is not None and (value >= hi if hi_open else value > hi)
+        if bad_lo or bad_hi or value != value:
+            _fail(key, value, f"a number{rng}")
+
+    return check
+
+
+def choice(*allowed: str) -> Check:
+    def check(key, value):
+        if value not in allowed:
+            _fail(key, value, "one of " + ", ".join(allowed))
+
+    return check
+
+
+def list_of(item: Check, min_len: int = 1, unique: bool = True) -> Check:
+    def check(key, value):
+        if not isinstance(value, list) or len(value) < min_len:
+            _fail(key, value, f"a list of at least {min_len} item(s)")
+        for i, v in enumerate(value):
+            item(f"{key}[{i}]", v)
+        if unique and len({repr(v) for v in value}) != len(value):
+            _fail(key, value, "a list without repeats")
+
+    return check
+
+
+class Map:
+    """A mapping with free keys (e.g. model sizes); `keys` restricts them when given."""
+
+    def __init__(self, value_schema: Any, keys: tuple[str, ...] | None = None, min_len: int = 1):
+        self.value_schema, self.keys, self.min_len = value_schema, keys, min_len
+
+
+def _range_text(lo, hi, lo_open=False, hi_open=False) -> str:
+    if lo is not None and hi is not None:
+        return f" in {'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+    if lo is not None:
+        return f" {'>' if lo_open else '>='} {lo}"
+    if hi is not None:
+        return f" {'<' if hi_open else '<='} {hi}"
+    return ""
+
+
+def check_schema(schema: Any, value: Any, key: str) -> None:
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            _fail(key, value, "a mapping with keys " + ", ".join(schema))
+        for k in value:
+            if k not in schema:
+                raise ParamsError(f"{_join(key, k)}: unknown key; allowed: {', '.join(schema)}")
+        for k, sub in schema.items():
+            if k not in value:
+                raise ParamsError(f"{_join(key, k)}: missing")
+            check_schema(sub, value[k], _join(key, k))
+    elif isinstance(schema, Map):
+        if not isinstance(value, dict) or len(value) < schema.min_len:
+            _fail(key, value, f"a mapping with at least {schema.min_len} entry")
+        for k, v in value.items():
+            if schema.keys is not None and k not in schema.keys:
+                raise ParamsError(f"{_join(key, k)}: unknown key; allowed: {', '.join(schema.keys)}")
+            check_schema(schema.value_schema, v, _join(key, k))
+    else:
+        schema(key, value)
+
+
+def _join(prefix: str, key: Any) -> str:
+    return f"{prefix}.{key}" if prefix else str(key)
+
+
+# --- the params.yaml schema ------------------------------------------------------------------
+
+def schema() -> dict:
+    from arithrepro.models import MODELS
+    from arithrepro.tasks import TASKS
+
+    return {
+        "profile": choice(*PROFILES),
+        "seeds": list_of(integer(0, 2**31 - 1)),
+        "train": {
+            "warmup_frac": number(0, 1, hi_open=True),
+            "loss_on": choice("answer", "all"),
+            "weight_decay": number(0),
+        },
+        "profiles": {p: {t: task.profile_schema() for t, task in TASKS.items()} for p in PROFILES},
+        "models": {
+            name: {
+                "lr": number(0, lo_open=True),
+                "dropout": number(0, 1, hi_open=True),
+                "sizes": Map(spec.size_schema()),
+            }
+            for name, spec in MODELS.items()
+        },
+        **{t: task.params_schema() for t, task in TASKS.items()},
+    }
+
+
+def validate(params: Any) -> dict:
+    """Check the whole file; return it unchanged. Raises ParamsError with a one-line message."""
+    from arithrepro.models import MODELS
+    from arithrepro.tasks import TASKS
+
+    if not isinstance(params, dict):
+        raise ParamsError("params: expected a mapping at the top level")
+    check_schema(schema(), params, "")
+    for name, spec in MODELS.items():
+        for size, cfg in params["models"][name]["sizes"].items():
+            spec.check_size(f"models.{name}.sizes.{size}", cfg)
+    for task in TASKS.values():
+        task.check_params(params)
+    return params
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML 1.2 floats: `1e-3` is a number (as DVC's `-S` writes it), not the string PyYAML's
+    YAML 1.1 rules make of it. A quoted value stays a string and is refused where a number is due."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def load(path: str | Path = "params.yaml") -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"{path}: no such params file")
+    try:
+        params = yaml.load(path.read_text(), Loader=_Loader)
+    except yaml.YAMLError as err:
+        line = getattr(getattr(err, "problem_mark", None), "line", None)
+        where = f" (line {line + 1})" if line is not None else ""
+        raise ParamsError(f"{path}: not valid YAML{where}") from None
+    return validate(params)
+
+
+# --- the resolved view of one grid cell ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cell:
+    task: str
+    model: str
+    size: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}-{self.size}-{self.seed}"
+
+
+def cell(params: dict, task: str, model: str, size: str, seed: int) -> Cell:
+    """Check a grid cell given on the command line against params.yaml."""
+    from arithrepro.models import MODELS
+    from arithrepro.tasks import TASKS as tasks
+
+    if task not in tasks:
+        raise ParamsError(f"--task = {task!r}: expected one of {', '.join(tasks)}")
+    allowed_models = params[task]["models"]
+    if model not in allowed_models or model not in MODELS:
+        raise ParamsError(f"--model = {model!r}: expected one of {', '.join(allowed_models)} ({task}.models)")
+    sizes = params["models"][model]["sizes"]
+    if size not in sizes:
+        raise ParamsError(f"--size = {size!r}: expected one of {', '.join(sizes)} (models.{model}.sizes)")
+    if seed < 0:
+        raise ParamsError(f"--seed = {seed!r}: expected an integer >= 0")
+    return Cell(task, model, size, seed)
+
+
+def profile_block(params: dict, task: str) -> dict:
+    return params["profiles"][params["profile"]][task]

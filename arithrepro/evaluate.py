@@ -1,0 +1,66 @@
+"""The one evaluation path: batched greedy decoding with caches, then the task's scoring.
+
+Samples in a batch have prompts of different lengths. Every sample's tokens stay contiguous from
+position 0 (no padding inside a prompt): the shortest prompt is prefilled in one call, then the
+batch advances one position at a time, each sample reading its own prompt token while it has
+one and its own previous prediction after that. So the key/value cache (GPT) or recurrent state
+(LSTM, ReTran) needs no padding mask and every position has its true rotary index.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+@torch.no_grad()
+def greedy_decode(model, tokens: torch.Tensor, prompt_len: torch.Tensor, max_new: int,
+                  stop_id: int) -> torch.Tensor:
+    """tokens (B, W) hold each prompt in tokens[i, :prompt_len[i]] (the rest is ignored).
+    Returns (B, max_new): the tokens generated after each prompt; after <stop> they repeat it."""
+    B = tokens.size(0)
+    lo, hi = int(prompt_len.min()), int(prompt_len.max())
+    total = hi + max_new
+    if tokens.size(1) < hi:
+        raise ValueError("prompt_len exceeds the token width")
+    tokens = torch.nn.functional.pad(tokens[:, :hi], (0, total - hi))
+    state = model.init_state(B, total)
+    logits, _ = model(tokens[:, :lo], state, 0)
+    out = torch.full((B, max_new), stop_id, dtype=tokens.dtype, device=tokens.device)
+    done = torch.zeros(B, dtype=torch.bool, device=tokens.device)
+    for t in range(lo, total):
+        pred = logits[:, -1].argmax(-1)
+        step = t - prompt_len                       # index into `out` (negative: still prompt)
+        writing = (step >= 0) & ~done
+        if writing.any():
+            idx = step.clamp(min=0, max=max_new - 1)
+            out[writing, idx[writing]] = pred[writing]
+            done |= writing & ((pred == stop_id) | (step >= max_new - 1))
+        if bool(done.all()) or t == total - 1:
+            break
+        x = torch.where(t < prompt_len, tokens[:, t], pred)
+        logits, _ = model(x.unsqueeze(1), state, t)
+    return out
+
+
+@torch.no_grad()
+def decode_split(model, task, split, max_new: int, batch_size: int, progress=None) -> torch.Tensor:
+    """Greedy continuations for a whole split, batched by prompt length (less wasted stepping)."""
+    tokens, plen = task.prompts(split)
+    order = torch.argsort(plen, stable=True)
+    out = torch.empty(len(plen), max_new, dtype=tokens.dtype)
+    for i in range(0, len(order), batch_size):
+        idx = order[i:i + batch_size]
+        out[idx] = greedy_decode(model, tokens[idx], plen[idx], max_new, task.stop_id)
+        if progress:
+            progress(len(idx))
+    return out
+
+
+def accuracy_by(correct: torch.Tensor, groups: torch.Tensor) -> list[dict]:
+    """Rows {group, n, correct, accuracy} for each distinct group value, in ascending order."""
+    rows = []
+    for g in torch.unique(groups).tolist():
+        sel = correct[groups == g]
+        rows.append({"length": int(g), "n": int(sel.numel()), "correct": int(sel.sum()),
+                     "accuracy": float(sel.float().mean())})
+    return rows

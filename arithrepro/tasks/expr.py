@@ -1,0 +1,221 @@
+"""expr: arithmetic expressions from the ReTran paper's grammar (EXPERIMENTS.md §1).
+
+A sample is `<start> problem = answer <stop> <pad>...`; the loss covers the answer and <stop>.
+Files under data/expr/: {train,valid,test,ood}.parquet (problem, answer, length),
+lengths.csv (the length distribution) and meta.json (widths and counts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from arithrepro.config import ParamsError, choice, integer, list_of
+
+VOCAB = ["<start>", "=", "<stop>", "<pad>", *"0123456789", "-", "+", "*", "(", ")"]
+START, EQ, STOP, PAD = 0, 1, 2, 3
+SPLITS = ("train", "valid", "test", "ood")
+# Single characters standing for the special tokens inside encoded byte strings.
+_CHARS = {"<start>": "^", "<stop>": "$", "<pad>": "\0"}
+
+
+def _lookup() -> np.ndarray:
+    table = np.full(256, 255, dtype=np.uint8)
+    for i, tok in enumerate(VOCAB):
+        table[ord(_CHARS.get(tok, tok))] = i
+    return table
+
+
+_LUT = _lookup()
+
+
+def encode(problems, answers, width: int) -> np.ndarray:
+    """Token ids (N, width) uint8: <start> problem = answer <stop>, right-padded with <pad>."""
+    text = np.char.add(np.char.add(np.char.add("^", np.asarray(problems, dtype=str)), "="),
+                       np.char.add(np.asarray(answers, dtype=str), "$"))
+    longest = int(np.char.str_len(text).max()) if len(text) else 0
+    if longest > width:
+        raise ValueError(f"a sample of {longest} tokens does not fit the width {width}")
+    raw = np.frombuffer(text.astype(f"S{width}").tobytes(), dtype=np.uint8).reshape(-1, width)
+    ids = _LUT[raw]
+    if (ids == 255).any():
+        raise ValueError("a problem or answer holds a character outside the expr vocabulary")
+    return ids
+
+
+def decode(ids) -> str:
+    """Token ids back to text, special tokens spelled out (padding dropped)."""
+    return "".join(VOCAB[i] for i in np.asarray(ids).tolist() if i != PAD)
+
+
+def answer_text(ids) -> str | None:
+    """The answer a generated continuation spells: the tokens before <stop>; None without <stop>."""
+    ids = np.asarray(ids).tolist()
+    if STOP not in ids:
+        return None
+    return "".join(VOCAB[i] for i in ids[:ids.index(STOP)])
+
+
+@dataclass
+class Split:
+    """One split as tensors: tokens (N, W) int64, eq (N,) index of '=', lengths (N,) problem chars."""
+    tokens: "object"
+    eq: "object"
+    lengths: "object"
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+
+class ExprTask:
+    name = "expr"
+    vocab = VOCAB
+    pad_id = PAD
+    stop_id = STOP
+
+    # --- params ---------------------------------------------------------------------------
+    @staticmethod
+    def params_schema() -> dict:
+        from arithrepro.models import MODELS
+
+        return {
+            "models": list_of(choice(*MODELS)),
+            "sizes": list_of(lambda key, v: None if isinstance(v, str) else
+                             _bad(key, v, "a size name")),
+            "data": {
+                "min_in": integer(1), "max_in": integer(1),
+                "min_out": integer(0), "max_out": integer(1),
+                "ood_min_in": integer(1), "ood_max_in": integer(1),
+                "gen_seed": integer(0), "split_seed": integer(0),
+                "workers": integer(1, 64),
+            },
+        }
+
+    @staticmethod
+    def profile_schema() -> dict:
+        return {
+            "data": {"n_train": integer(1), "n_valid": integer(1), "n_test": integer(1),
+                     "n_ood": integer(1)},
+            "train": {"batch_size": integer(1), "epochs": integer(1), "val_every": integer(0),
+                      "checkpoint_every": integer(1)},
+            "eval": {"batch_size": integer(1)},
+        }
+
+    @staticmethod
+    def check_params(params: dict) -> None:
+        d = params["expr"]["data"]
+        for lo, hi in (("min_in", "max_in"), ("min_out", "max_out"), ("ood_min_in", "ood_max_in")):
+            if d[lo] > d[hi]:
+                raise ParamsError(f"expr.data.{lo} = {d[lo]}: expected <= expr.data.{hi} ({d[hi]})")
+        if d["ood_min_in"] <= d["max_in"]:
+            raise ParamsError(f"expr.data.ood_min_in = {d['ood_min_in']}: expected > expr.data.max_in "
+                              f"({d['max_in']}), or the OOD set is not out of distribution")
+        for model in params["expr"]["models"]:
+            known = params["models"][model]["sizes"]
+            for size in params["expr"]["sizes"]:
+                if size not in known:
+                    raise ParamsError(f"expr.sizes: {size!r} is not a size of {model}; "
+                                      f"allowed: {', '.join(known)} (models.{model}.sizes)")
+
+    # --- data -----------------------------------------------------------------------------
+    @staticmethod
+    def widths(d: dict) -> dict:
+        """Tokens per sample: <start> + problem + '=' + answer + <stop>."""
+        return {"in": d["max_in"] + d["max_out"] + 3, "ood": d["ood_max_in"] + d["max_out"] + 3}
+
+    def generate(self, params: dict, out_dir: Path, progress=None) -> str:
+        import pandas as pd
+
+        from arithrepro.io import write_frame, write_json
+        from arithrepro.tasks.expr_grammar import generate_unique
+
+        d = params["expr"]["data"]
+        n = params["profiles"][params["profile"]]["expr"]["data"]
+        pool_n = n["n_train"] + n["n_valid"] + n["n_test"]
+        common = dict(seed=d["gen_seed"], min_out=d["min_out"], max_out=d["max_out"],
+                      workers=d["workers"], progress=progress)
+        problems, answers = generate_unique(pool_n, stream="pool", min_in=d["min_in"],
+                                            max_in=d["max_in"], **common)
+        ood_p, ood_a = generate_unique(n["n_ood"], stream="ood", min_in=d["ood_min_in"],
+                                       max_in=d["ood_max_in"], **common)
+        order = np.random.default_rng(d["split_seed"]).permutation(pool_n)
+        cuts = np.cumsum([n["n_train"], n["n_valid"]])
+        parts = dict(zip(("train", "valid", "test"), np.split(order, cuts)))
+        pool = pd.DataFrame({"problem": problems, "answer": answers})
+        frames = {name: pool.iloc[idx].reset_index(drop=True) for name, idx in parts.items()}
+        frames["ood"] = pd.DataFrame({"problem": ood_p, "answer": ood_a})
+        rows = []
+        for name, frame in frames.items():
+            frame["length"] = frame["problem"].str.len().astype("int16")
+            write_frame(out_dir / f"{name}.parquet", frame)
+            counts = frame["length"].value_counts().sort_index()
+            rows += [{"split": name, "length": int(k), "count": int(v),
+                      "percent": 100.0 * v / len(frame)} for k, v in counts.items()]
+        write_frame(out_dir / "lengths.csv", pd.DataFrame(rows))
+        write_json(out_dir / "meta.json", {"vocab": VOCAB, "widths": self.widths(d),
+                                           "counts": {k: len(v) for k, v in frames.items()}})
+        return ", ".join(f"{k} {len(v):,}" for k, v in frames.items()) + f" -> {out_dir}"
+
+    @staticmethod
+    def max_len(data_dir: Path) -> int:
+        from arithrepro.io import read_json
+
+        return max(read_json(Path(data_dir) / "meta.json")["widths"].values())
+
+    def load(self, data_dir: Path, split: str) -> Split:
+        import pandas as pd
+        import torch
+
+        from arithrepro.io import read_json
+
+        path = Path(data_dir) / f"{split}.parquet"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: missing; run `arithrepro generate-datasets` first")
+        widths = read_json(Path(data_dir) / "meta.json")["widths"]
+        frame = pd.read_parquet(path)
+        ids = encode(frame["problem"].to_numpy(), frame["answer"].to_numpy(),
+                     widths["ood" if split == "ood" else "in"])
+        lengths = frame["length"].to_numpy().astype(np.int64)
+        return Split(torch.from_numpy(ids.astype(np.int64)), torch.from_numpy(lengths + 1),
+                     torch.from_numpy(lengths))
+
+    # --- batches and scoring --------------------------------------------------------------
+    def batch(self, split: Split, idx, loss_on: str = "answer"):
+        """Inputs, next-token targets and the loss mask for the rows `idx`."""
+        import torch
+
+        tok = split.tokens[idx]
+        x, y = tok[:, :-1], tok[:, 1:]
+        mask = y != PAD
+        if loss_on == "answer":
+            # Input position t predicts token t + 1: the answer starts right after '='.
+            t = torch.arange(x.size(1), device=tok.device)
+            mask &= t.unsqueeze(0) >= split.eq[idx].unsqueeze(1)
+        return x, y, mask
+
+    def prompts(self, split: Split):
+        """Prompt = <start> problem '='; the model must then write answer <stop>."""
+        return split.tokens, split.eq + 1
+
+    def max_new_tokens(self, params: dict) -> int:
+        return params["expr"]["data"]["max_out"] + 1
+
+    def score(self, split: Split, generated):
+        """Exact match of the generated continuation with `answer <stop>`: (N,) bool."""
+        import torch
+
+        width = generated.size(1)
+        start = (split.eq + 1).unsqueeze(1) + torch.arange(width).unsqueeze(0)
+        truth = split.tokens.gather(1, start.clamp(max=split.tokens.size(1) - 1))
+        stop_at = (truth == STOP).int().argmax(1)  # the true answer always ends in <stop>
+        relevant = torch.arange(width).unsqueeze(0) <= stop_at.unsqueeze(1)
+        return ((generated == truth) | ~relevant).all(1)
+
+
+def _bad(key, value, allowed):
+    raise ParamsError(f"{key} = {value!r}: expected {allowed}")
+
+
+TASK = ExprTask()

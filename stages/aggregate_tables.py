@@ -1,0 +1,25 @@
+"""aggregate-tables: every run record -> metrics/summary.{json,csv} and a markdown table per task."""
+
+from __future__ import annotations
+
+import click
+
+from arithrepro.stages.common import done, friendly_errors, params_option, paths
+
+
+@click.command("aggregate-tables")
+@params_option
+@friendly_errors
+def aggregate_tables(params_path: str) -> None:
+    """Collect the run records of every task into one summary.
+
+    Reads metrics/<task>/runs/*.json for each task in the registry (params.yaml is only
+    validated). Writes metrics/summary.json ({task: {"<model>-<size>-<seed>": {metric: value}}}),
+    metrics/summary.csv (one row per run) and metrics/<task>.md (mean ± std over seeds).
+    """
+    from arithrepro import config
+    from arithrepro.report.tables import write_all
+    from arithrepro.tasks import TASKS
+
+    config.load(params_path)
+    done(f"aggregate-tables: {write_all(paths.metrics, list(TASKS))}")

@@ -1,0 +1,33 @@
+"""generate-datasets: write a task's data splits under data/<task>/."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from arithrepro.stages.common import done, friendly_errors, params_option, paths
+
+
+@click.command("generate-datasets")
+@params_option
+@click.option("--task", required=True, help="Task name, e.g. expr.")
+@friendly_errors
+def generate_datasets(params_path: str, task: str) -> None:
+    """Generate a task's datasets, deterministic from their seeds.
+
+    Reads params: profile, profiles.<profile>.<task>.data, <task>.data.
+    Writes data/<task>/ (expr: {train,valid,test,ood}.parquet, lengths.csv, meta.json).
+    """
+    from tqdm import tqdm
+
+    from arithrepro import config
+    from arithrepro.tasks import TASKS
+
+    params = config.load(params_path)
+    if task not in TASKS:
+        raise config.ParamsError(f"--task = {task!r}: expected one of {', '.join(TASKS)}")
+    t0 = time.perf_counter()
+    with tqdm(desc=f"generate {task}", unit="problem", unit_scale=True, dynamic_ncols=True) as bar:
+        summary = TASKS[task].generate(params, paths.data(task), progress=bar.update)
+    done(f"generate-datasets {task}: {summary} in {time.perf_counter() - t0:.1f} s")

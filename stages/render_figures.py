@@ -1,0 +1,35 @@
+"""render-figures: the PNG figures of every task from the aggregated tables."""
+
+from __future__ import annotations
+
+import click
+
+from arithrepro.stages.common import done, friendly_errors, params_option, paths
+
+
+@click.command("render-figures")
+@params_option
+@friendly_errors
+def render_figures(params_path: str) -> None:
+    """Draw each task's figures.
+
+    Reads metrics/summary.csv, plots/<task>/by_length/*.csv and data/<task>/lengths.csv
+    (params.yaml is only validated). Writes plots/<task>/*.png.
+    """
+    import pandas as pd
+
+    from arithrepro import config
+    from arithrepro.report.figures import FIGURES
+
+    config.load(params_path)
+    src = paths.metrics / "summary.csv"
+    if not src.is_file():
+        raise FileNotFoundError(f"{src}: missing; run `arithrepro aggregate-tables` first")
+    summary = pd.read_csv(src)
+    written = []
+    for task, render in FIGURES.items():
+        rows = summary[summary["task"] == task]
+        if len(rows):
+            written += render(rows, paths.by_length(task), paths.data(task) / "lengths.csv",
+                              paths.plots / task)
+    done(f"render-figures: {len(written)} figures -> " + ", ".join(str(p) for p in written))

@@ -1,0 +1,78 @@
+"""train: one grid cell (task, model, size, seed) from scratch or from its checkpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import click
+
+from arithrepro.stages.common import cell_options, done, friendly_errors, params_option, paths
+
+
+@click.command("train")
+@params_option
+@cell_options
+@friendly_errors
+def train(params_path: str, task: str, model: str, size: str, seed: int) -> None:
+    """Train one model of the grid; resume from its checkpoint if a run was cut short.
+
+    Reads params: profile, profiles.<profile>.<task>.train, train, models.<model>.{lr,dropout},
+    models.<model>.sizes.<size>;
+    and data/<task>/{train,valid}.parquet, meta.json.
+    Writes runs/<task>/<model>-<size>-<seed>/{model.pt,train.json,checkpoint.pt},
+    plots/<task>/curves/<cell>.csv (loss, lr, tokens/s per step) and
+    plots/<task>/val/<cell>.csv (validation loss).
+    """
+    import pandas as pd
+    import torch
+
+    from arithrepro import config
+    from arithrepro.io import save_torch, write_frame, write_json
+    from arithrepro.models import build_model
+    from arithrepro.models.lm import count_params
+    from arithrepro.tasks import TASKS
+    from arithrepro.train import TrainConfig, fit
+
+    params = config.load(params_path)
+    c = config.cell(params, task, model, size, seed)
+    t = TASKS[task]
+    data_dir = paths.data(task)
+    train_split, valid_split = t.load(data_dir, "train"), t.load(data_dir, "valid")
+    prof = config.profile_block(params, task)
+    m = params["models"][model]
+    cfg = TrainConfig(lr=float(m["lr"]), batch_size=prof["train"]["batch_size"],
+                      epochs=prof["train"]["epochs"], seed=seed,
+                      warmup_frac=float(params["train"]["warmup_frac"]),
+                      loss_on=params["train"]["loss_on"],
+                      weight_decay=float(params["train"]["weight_decay"]),
+                      val_every=prof["train"]["val_every"],
+                      checkpoint_every=prof["train"]["checkpoint_every"],
+                      eval_batch_size=4 * prof["train"]["batch_size"])
+    arch = {"model": model, "size": m["sizes"][size], "dropout": float(m["dropout"]),
+            "vocab_size": len(t.vocab), "max_len": t.max_len(data_dir), "pad_id": t.pad_id}
+    torch.manual_seed(seed)
+    net = build_model(model, arch["size"], vocab_size=arch["vocab_size"], dropout=arch["dropout"],
+                      max_len=arch["max_len"], pad_id=arch["pad_id"])
+    run_dir = paths.run(task, c.name)
+    fingerprint = _fingerprint(arch, cfg, data_dir)
+    result = fit(net, t, train_split, valid_split, cfg, run_dir / "checkpoint.pt", fingerprint)
+    save_torch(run_dir / "model.pt", {**arch, "state_dict": net.state_dict()})
+    summary = {k: v for k, v in result.items() if not k.endswith("_curve")}
+    write_json(run_dir / "train.json", {"task": task, "model": model, "size": size, "seed": seed,
+                                        "params": count_params(net), **summary})
+    write_frame(paths.curves(task, c.name), pd.DataFrame(result["train_curve"]))
+    write_frame(paths.val_curves(task, c.name), pd.DataFrame(result["val_curve"]))
+    done(f"train {task} {c.name}: {result['steps']} steps in {result['train_seconds']:.1f} s, "
+         f"best val loss {result['best_val_loss']:.4f} at step {result['best_step']}, "
+         f"{count_params(net):,} params -> {run_dir}")
+
+
+def _fingerprint(arch: dict, cfg, data_dir) -> str:
+    """What a checkpoint must match to be resumed: the model, the loop's config and the data."""
+    from dataclasses import asdict
+
+    h = hashlib.sha256(json.dumps([arch, asdict(cfg)], sort_keys=True).encode())
+    for name in ("train.parquet", "valid.parquet", "meta.json"):
+        h.update((data_dir / name).read_bytes())
+    return h.hexdigest()
