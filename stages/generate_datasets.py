@@ -28,6 +28,9 @@ def generate_datasets(params_path: str, task: str) -> None:
     if task not in TASKS:
         raise config.ParamsError(f"--task = {task!r}: expected one of {', '.join(TASKS)}")
     t0 = time.perf_counter()
-    with tqdm(desc=f"generate {task}", unit="problem", unit_scale=True, dynamic_ncols=True) as bar:
+    n = config.profile_block(params, task)["data"]
+    total = sum(v for k, v in n.items() if k.startswith("n_"))
+    with tqdm(total=total, desc=f"generate {task}", unit="problem", unit_scale=True,
+              dynamic_ncols=True) as bar:
         summary = TASKS[task].generate(params, paths.data(task), progress=bar.update)
     done(f"generate-datasets {task}: {summary} in {time.perf_counter() - t0:.1f} s")

@@ -122,3 +122,15 @@ def test_lstm_cell_initialization():
     assert not cell.W.bias[:d_ff].any() and not cell.W.bias[2 * d_ff:].any()
     for gate in cell.U.weight.split(d_ff):  # (d_ff, d_model): orthonormal columns
         torch.testing.assert_close(gate.T @ gate, torch.eye(gate.size(1)), atol=1e-5, rtol=0)
+
+
+def test_rotary_is_torchtunes_and_matches_the_package_import():
+    from torchtune.modules import RotaryPositionalEmbeddings
+
+    from arithrepro.models.transformer import rotary
+
+    ours, theirs = rotary(8, 40), RotaryPositionalEmbeddings(dim=8, max_seq_len=40)
+    assert type(ours).__name__ == "RotaryPositionalEmbeddings"
+    x = torch.randn(2, 7, 3, 8)
+    pos = torch.arange(5, 12)
+    torch.testing.assert_close(ours(x, input_pos=pos), theirs(x, input_pos=pos))

@@ -62,6 +62,8 @@ class LSTMCore(nn.Module):
 
     def forward(self, x, keep=None, state=None, pos: int = 0):
         B, T, _ = x.shape
+        if state is None:
+            keep = None  # as in ReTran: trailing padding cannot change a real position's output
         for li, cell in enumerate(self.cells):
             h, c = cell.initial(B) if state is None else state[li]
             xw = cell.W(x)  # the input half of every gate, for all steps in one matmul

@@ -61,6 +61,9 @@ class ReTranCore(nn.Module):
     def forward(self, x, keep=None, state=None, pos: int = 0):
         B, T, _ = x.shape
         if state is None:
+            # From a fresh state only trailing padding exists, and no real position comes after
+            # it: holding the state there cannot change any real output, so skip the masking.
+            keep = None
             if torch.is_grad_enabled():
                 with torch.autograd.graph.saved_tensors_hooks(_same, _same):
                     return self._run(x, keep, self.init_state(B, T, x.device, x.dtype), 0), None

@@ -5,7 +5,11 @@ The attention module is shared with ReTran (retran.py), which differs only in wh
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -14,11 +18,30 @@ from torch import nn
 from arithrepro.models.lm import LanguageModel
 
 
-def rotary(head_dim: int, max_len: int) -> nn.Module:
-    # torchtune pulls in torchao and friends (seconds of import), so only attention models pay it.
+@functools.lru_cache(maxsize=1)
+def _rotary_class() -> type:
+    """torchtune's RotaryPositionalEmbeddings.
+
+    Importing the torchtune package runs its __init__, which imports torchao, datasets and
+    tokenizers: about 4 s in every stage process, for one class whose module needs only torch.
+    So load that module file on its own, and fall back to the package import if it moved.
+    """
+    if "torchtune" not in sys.modules:
+        spec = importlib.util.find_spec("torchtune")
+        if spec is not None and spec.origin is not None:
+            path = Path(spec.origin).parent / "modules" / "position_embeddings.py"
+            if path.is_file():
+                mod_spec = importlib.util.spec_from_file_location("_torchtune_position_embeddings", path)
+                module = importlib.util.module_from_spec(mod_spec)
+                mod_spec.loader.exec_module(module)
+                return module.RotaryPositionalEmbeddings
     from torchtune.modules import RotaryPositionalEmbeddings
 
-    return RotaryPositionalEmbeddings(dim=head_dim, max_seq_len=max_len)
+    return RotaryPositionalEmbeddings
+
+
+def rotary(head_dim: int, max_len: int) -> nn.Module:
+    return _rotary_class()(dim=head_dim, max_seq_len=max_len)
 
 
 class Attention(nn.Module):

@@ -1,0 +1,1 @@
+"""Tables and figures built from the run records of every task."""

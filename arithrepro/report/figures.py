@@ -1,0 +1,310 @@
+"""Each task's PNG figures, drawn from metrics/summary.csv and the per-length accuracies.
+
+FIGURES maps a task to the function that draws its figures; a new task adds its own.
+matplotlib is imported inside the functions: importing this module (the CLI does, to list
+stages) stays fast.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from arithrepro.io import atomic_path
+
+# Known architectures keep their colour whichever subset of them a figure shows.
+ARCH_NAMES = {"gpt": "GPT", "lstm": "LSTM", "retran": "ReTran"}
+# tab10 without its grey, which is kept for the reference line and the OOD shading.
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+           "#8c564b", "#e377c2", "#bcbd22", "#17becf"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h"]
+SPLIT_STYLES = {  # Dark2 colours: distinct from the architectures' tab10 ones
+    "train": dict(color="#1b9e77", linestyle="-", linewidth=2.4),
+    "valid": dict(color="#7570b3", linestyle="--", linewidth=1.6),
+    "test": dict(color="#d95f02", linestyle=":", linewidth=1.8),
+    "ood": dict(color="#e7298a", linestyle="-", linewidth=1.6),
+}
+
+# The published GPT-4o score on the expr test problems: a reference line, not a run of ours.
+GPT4O_ACC = 55.68
+GPT4O_LABEL = "GPT-4o, 55.68 % (published figure, 10,000 test problems)"
+
+OOD_SHADE = dict(color="0.88", zorder=0, linewidth=0)
+STYLE = {
+    "figure.figsize": (6.4, 4.2),
+    "figure.dpi": 150,
+    # Unlike tight_layout, constrained layout makes room for legends outside the axes.
+    "figure.constrained_layout.use": True,
+    "savefig.dpi": 150,
+    "axes.grid": True,
+    "grid.alpha": 0.35,
+    "grid.linewidth": 0.6,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 8,
+    "legend.framealpha": 0.9,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+}
+
+
+# --- shared --------------------------------------------------------------------------------
+
+def display_name(model: str) -> str:
+    return ARCH_NAMES.get(model, model)
+
+
+def arch_order(models) -> list[str]:
+    """Known architectures in their fixed order, then any others alphabetically."""
+    models = set(models)
+    return [m for m in ARCH_NAMES if m in models] + sorted(models - set(ARCH_NAMES))
+
+
+def arch_style(model: str, models) -> dict:
+    """Colour and marker of an architecture: fixed for the known ones, the next free for others."""
+    others = sorted(set(models) - set(ARCH_NAMES))
+    if model in ARCH_NAMES:
+        i = list(ARCH_NAMES).index(model)
+    else:
+        i = len(ARCH_NAMES) + others.index(model)
+    return dict(color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)])
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on the pipeline's machines; must precede pyplot
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(plt, fig, path: Path) -> Path:
+    try:
+        # The temporary file ends in .tmp, from which matplotlib cannot tell the format.
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=150)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _read_csv(path: Path, columns: set[str], producer: str) -> pd.DataFrame:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; run `arithrepro {producer}` first")
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
+        raise ValueError(f"{path}: unreadable CSV ({err})") from None
+    _require(frame, columns, str(path))
+    return frame
+
+
+def _require(frame: pd.DataFrame, columns: set[str], what: str) -> None:
+    missing = sorted(columns - set(frame.columns))
+    if missing:
+        raise ValueError(f"{what}: no column {', '.join(missing)}")
+
+
+def _by_size(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per (model, size): params, n, mean and std over seeds of `metric`, by params ascending."""
+    rows = summary.dropna(subset=[metric, "params"])
+    return (rows.groupby(["model", "size"], sort=False)
+                .agg(params=("params", "mean"), n=(metric, "size"),
+                     mean=(metric, "mean"), std=(metric, "std"))
+                .reset_index()
+                .sort_values("params"))
+
+
+def _plot_by_size(ax, cells: pd.DataFrame, models: list[str], scale: float = 1.0) -> None:
+    """One line per architecture through its sizes; error bars where there are several seeds."""
+    for model in arch_order(cells["model"]):
+        c = cells[cells["model"] == model]
+        style = arch_style(model, models)
+        ax.plot(c["params"], scale * c["mean"], label=display_name(model), markersize=6, **style)
+        spread = c[c["n"] > 1]
+        if len(spread):
+            ax.errorbar(spread["params"], scale * spread["mean"], yerr=scale * spread["std"],
+                        fmt="none", ecolor=style["color"], elinewidth=1, capsize=3)
+
+
+def _label_log_axis(axis, fmt) -> None:
+    """Plain-number tick labels on a log axis, minor ticks labelled when there are few decades.
+
+    matplotlib's default leaves an axis spanning one or two decades with a label or two in
+    powers-of-ten notation; these read as values (10k, 0.2) and stay uncrowded.
+    """
+    lo, hi = axis.get_view_interval()
+    span = math.log10(hi / lo)
+    keep = {1} if span > 2 else {1, 2, 5} if span > 0.6 else set(range(1, 10))
+
+    def label(value, _pos):
+        if value <= 0:
+            return ""
+        mantissa = round(value / 10 ** math.floor(math.log10(value) + 1e-9))
+        return fmt(value) if mantissa in keep else ""
+
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(label))
+    axis.set_minor_formatter(FuncFormatter(label))
+
+
+def _params_label(value: float) -> str:
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def _seed_note(seeds: pd.Series, what: str) -> str:
+    """E.g. 'mean over 2 seeds' or 'mean over 1–3 seeds', from each drawn cell's seed count."""
+    if seeds.max() == 1:
+        return "one seed"
+    n = f"{seeds.max()}" if seeds.min() == seeds.max() else f"{seeds.min()}–{seeds.max()}"
+    return f"{what} over {n} seeds"
+
+
+def _seeds_per_cell(summary: pd.DataFrame) -> pd.Series:
+    return summary.groupby(["model", "size"])["seed"].nunique()
+
+
+# --- expr ----------------------------------------------------------------------------------
+
+def render_expr(summary: pd.DataFrame, by_length_dir: Path, lengths_csv: Path,
+                out_dir: Path) -> list[Path]:
+    """The expr figures under out_dir; returns their paths.
+
+    summary: the expr rows of metrics/summary.csv; by_length_dir: <cell>.csv per-length
+    accuracies; lengths_csv: data/expr/lengths.csv.
+    """
+    by_length_dir, lengths_csv, out_dir = Path(by_length_dir), Path(lengths_csv), Path(out_dir)
+    _require(summary, {"model", "size", "seed", "params", "test_acc", "best_val_loss"},
+             "summary")
+    if summary.empty:
+        raise ValueError("summary: no expr runs to draw")
+    # Every input is read before the first figure is drawn, so that a missing file fails the
+    # stage before it has replaced some of the figures but not others.
+    lengths = _read_csv(lengths_csv, {"split", "length", "count", "percent"},
+                        "generate-datasets")
+    per_length = _largest_by_length(summary, by_length_dir)
+    models = sorted(set(summary["model"]))
+    plt = _pyplot()
+    drawers = {
+        "accuracy_vs_params": lambda: _accuracy_vs_params(plt, summary, models),
+        "accuracy_vs_length": lambda: _accuracy_vs_length(plt, per_length, models),
+        "val_loss_vs_params": lambda: _val_loss_vs_params(plt, summary, models),
+        "length_distribution": lambda: _length_distribution(plt, lengths),
+    }
+    with plt.rc_context(STYLE):
+        return [_save(plt, draw(), out_dir / f"{name}.png") for name, draw in drawers.items()]
+
+
+def _accuracy_vs_params(plt, summary: pd.DataFrame, models: list[str]):
+    fig, ax = plt.subplots()
+    _plot_by_size(ax, _by_size(summary, "test_acc"), models, scale=100)
+    ax.legend(loc="best")
+    reference = ax.axhline(GPT4O_ACC, color="0.25", linestyle=":", linewidth=1.6)
+    ax.set_xscale("log")
+    ax.set_ylim(0, 100)
+    _label_log_axis(ax.xaxis, _params_label)
+    ax.set_xlabel("parameters (count, log scale)")
+    ax.set_ylabel("test accuracy, exact match (%)")
+    note = _seed_note(_seeds_per_cell(summary), "mean ± std")
+    ax.set_title(f"expr: test accuracy vs model size ({note})")
+    # The reference gets its own legend below the axes, like a caption: its long label would
+    # crowd the architectures' legend inside, and a legend holding both would not fit one row.
+    fig.legend([reference], [GPT4O_LABEL], loc="outside lower center", frameon=False,
+               handlelength=2.4)
+    return fig
+
+
+def _val_loss_vs_params(plt, summary: pd.DataFrame, models: list[str]):
+    fig, ax = plt.subplots()
+    _plot_by_size(ax, _by_size(summary, "best_val_loss"), models)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.grid(True, which="minor", alpha=0.15)
+    _label_log_axis(ax.xaxis, _params_label)
+    _label_log_axis(ax.yaxis, lambda v: f"{v:g}")
+    ax.set_xlabel("parameters (count, log scale)")
+    ax.set_ylabel("best validation loss (nats/token, log scale)")
+    note = _seed_note(_seeds_per_cell(summary), "mean ± std")
+    ax.set_title(f"expr: best validation loss vs model size ({note})")
+    ax.legend(loc="best")
+    return fig
+
+
+def _largest_by_length(summary: pd.DataFrame, by_length_dir: Path) -> pd.DataFrame:
+    """Per-length accuracy of each architecture's largest size, averaged over its seeds.
+
+    Columns: model, size, params, seeds, split, length, accuracy (a fraction).
+    """
+    frames = []
+    for model, runs in summary.groupby("model"):
+        size = runs.groupby("size")["params"].mean().idxmax()
+        cell = runs[runs["size"] == size]
+        per_seed = [_read_csv(by_length_dir / f"{model}-{size}-{int(seed)}.csv",
+                              {"split", "length", "accuracy"}, "evaluate")
+                    for seed in sorted(cell["seed"])]
+        mean = (pd.concat(per_seed).groupby(["split", "length"], as_index=False)["accuracy"].mean())
+        frames.append(mean.assign(model=model, size=size, params=cell["params"].mean(),
+                                  seeds=len(per_seed)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _shade_ood(ax, lengths: pd.Series) -> None:
+    """Grey band over the OOD split's length range, labelled in place."""
+    if lengths.empty:
+        return
+    lo, hi = lengths.min() - 0.5, lengths.max() + 0.5
+    ax.axvspan(lo, hi, **OOD_SHADE)
+    ax.text((lo + hi) / 2, 0.97, "out of distribution", transform=ax.get_xaxis_transform(),
+            ha="center", va="top", fontsize=8, color="0.3")
+
+
+def _accuracy_vs_length(plt, per_length: pd.DataFrame, models: list[str]):
+    fig, ax = plt.subplots()
+    _shade_ood(ax, per_length.loc[per_length["split"] == "ood", "length"])
+    for model in arch_order(per_length["model"]):
+        rows = per_length[per_length["model"] == model]
+        style = arch_style(model, models)
+        first = rows.iloc[0]
+        label = f"{display_name(model)} {first['size']} ({first['params']:,.0f} params)"
+        # Test and OOD drawn apart, so that a line never joins one split's point to the other's.
+        for split, linestyle in (("test", "-"), ("ood", "--")):
+            part = rows[rows["split"] == split].sort_values("length")
+            ax.plot(part["length"], 100 * part["accuracy"], linestyle=linestyle, markersize=4,
+                    label=label, **style)
+            label = None
+    ax.set_ylim(-2, 102)
+    ax.set_xlabel("problem length (characters)")
+    ax.set_ylabel("accuracy, exact match (%)")
+    note = _seed_note(per_length.groupby("model")["seeds"].first(), "mean")
+    ax.set_title(f"expr: accuracy by problem length, largest models ({note})")
+    ax.legend(loc="best")
+    return fig
+
+
+def _length_distribution(plt, lengths: pd.DataFrame):
+    fig, ax = plt.subplots()
+    _shade_ood(ax, lengths.loc[lengths["split"] == "ood", "length"])
+    splits = [s for s in SPLIT_STYLES if s in set(lengths["split"])]
+    splits += sorted(set(lengths["split"]) - set(splits))
+    for split in splits:
+        rows = lengths[lengths["split"] == split].sort_values("length")
+        n = int(rows["count"].sum())
+        ax.step(rows["length"], rows["percent"], where="mid", label=f"{split} ({n:,} problems)",
+                **SPLIT_STYLES.get(split, {}))
+    # Headroom for the "out of distribution" label above the OOD split's peak.
+    ax.set_ylim(0, 1.15 * lengths["percent"].max())
+    ax.set_xlabel("problem length (characters)")
+    ax.set_ylabel("share of the split's problems (%)")
+    ax.set_title("expr: problem length distribution per split")
+    ax.legend(loc="upper left")
+    return fig
+
+
+FIGURES = {"expr": render_expr}

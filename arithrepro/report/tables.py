@@ -1,0 +1,260 @@
+"""Run records -> metrics/summary.{json,csv} and a markdown table per task.
+
+A run record is metrics/<task>/runs/<model>-<size>-<seed>.json: the keys task, model, size
+and seed, and any numeric metrics. Nothing here names a task's metrics, except to put the
+common ones first in the tables, so a new task's metrics flow through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+from arithrepro.io import write_frame, write_json, write_text
+
+KEYS = ["task", "model", "size", "seed"]
+# Metrics shown first in the markdown tables; any others follow in record order.
+PREFERRED = ["test_acc", "ood_acc", "best_val_loss", "train_seconds"]
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+def collect_runs(metrics_dir: Path, tasks: list[str]) -> pd.DataFrame:
+    """One row per run record of the given tasks: task, model, size, seed, then the metrics."""
+    records = []
+    for task in tasks:
+        run_dir = Path(metrics_dir) / task / "runs"
+        files = sorted(run_dir.glob("*.json"))
+        if not files:
+            raise ValueError(f"{run_dir}: no run records for task {task!r}; "
+                             f"run `arithrepro evaluate` for its cells first")
+        records += [_read_record(path, task) for path in files]
+    return _frame(records)
+
+
+def _read_record(path: Path, task: str) -> dict:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: unreadable run record ({err})") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: a run record must be a JSON object")
+    missing = [k for k in KEYS if k not in record]
+    if missing:
+        raise ValueError(f"{path}: run record lacks {', '.join(missing)}")
+    _check_keys(path, record, task)
+    for name, value in record.items():
+        if name not in KEYS:
+            _check_metric(path, name, value)
+    return record
+
+
+def _check_keys(path: Path, record: dict, task: str) -> None:
+    if record["task"] != task:
+        raise ValueError(f"{path}: task {record['task']!r} in a record of task {task!r}")
+    if not isinstance(record["model"], str) or not isinstance(record["size"], str):
+        raise ValueError(f"{path}: model and size must be strings")
+    if isinstance(record["seed"], bool) or not isinstance(record["seed"], int):
+        raise ValueError(f"{path}: seed = {record['seed']!r} is not an integer")
+    # The summary is keyed by the cell name; a record that disagrees with its file name would
+    # silently replace another run's entry.
+    cell = f"{record['model']}-{record['size']}-{record['seed']}"
+    if path.stem != cell:
+        raise ValueError(f"{path}: the record is for cell {cell}, not {path.stem}")
+
+
+def _check_metric(path: Path, name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{path}: metric {name!r} = {value!r} is not a number")
+    # Tables and figures scale accuracies to percent; a record already in percent would
+    # show as thousands of percent instead of failing.
+    if name.endswith("_acc") and (value < 0 or value > 1):
+        raise ValueError(f"{path}: {name} = {value!r} is not a fraction in [0, 1]")
+
+
+def _frame(records: list[dict]) -> pd.DataFrame:
+    metrics = list(dict.fromkeys(k for r in records for k in r if k not in KEYS))
+    df = pd.DataFrame.from_records(records, columns=KEYS + metrics)
+    for name in metrics:
+        present = [r[name] for r in records if name in r]
+        # Tasks with different metrics leave gaps, which would turn an int column into floats;
+        # the nullable Int64 keeps counts (params, steps) as integers in the summaries.
+        if all(isinstance(v, int) for v in present):
+            df[name] = df[name].astype("Int64")
+        else:
+            df[name] = df[name].astype("float64")
+    return df.astype({"seed": "int64"})
+
+
+def metric_names(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c not in KEYS]
+
+
+# --- summaries -------------------------------------------------------------------------------
+
+def size_order(df: pd.DataFrame) -> list[str]:
+    """Size names in the order they first appear among the runs sorted by parameter count.
+
+    Size names carry no order of their own (alphabetically, large < medium < small), but a
+    bigger size has more parameters for every model.
+    """
+    ranked = df.sort_values("params", kind="stable") if "params" in df else df
+    return list(dict.fromkeys(ranked["size"]))
+
+
+def summary_csv(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per run, sorted by task, model, size (smallest first) and seed."""
+    rank = {size: i for i, size in enumerate(size_order(df))}
+    return (df.assign(_rank=df["size"].map(rank))
+              .sort_values(["task", "model", "_rank", "seed"], kind="stable")
+              .drop(columns="_rank")
+              .reset_index(drop=True))
+
+
+def summary_json(df: pd.DataFrame) -> dict:
+    """{task: {"<model>-<size>-<seed>": {metric: value}}}, in the order of summary_csv."""
+    out: dict = {}
+    metrics = metric_names(df)
+    for row in summary_csv(df).to_dict("records"):
+        cell = f"{row['model']}-{row['size']}-{int(row['seed'])}"
+        values = {m: _plain(row[m]) for m in metrics}
+        out.setdefault(row["task"], {})[cell] = {m: v for m, v in values.items() if v is not None}
+    return out
+
+
+def _plain(value) -> int | float | None:
+    """A JSON-safe Python number, or None for a gap (another task's metric, NaN or inf).
+
+    Non-finite values are left out rather than written, because strict JSON readers reject
+    NaN and Infinity.
+    """
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = value
+    elif hasattr(value, "item"):  # numpy scalars
+        number = value.item()
+    else:
+        return None
+    if isinstance(number, float) and not math.isfinite(number):
+        return None
+    return number
+
+
+# --- markdown --------------------------------------------------------------------------------
+
+def default_metrics(df: pd.DataFrame, task: str) -> list[str]:
+    """The task's metrics (params aside, which has its own column), common ones first."""
+    rows = df[df["task"] == task]
+    present = [m for m in metric_names(df) if m != "params" and rows[m].notna().any()]
+    return [m for m in PREFERRED if m in present] + [m for m in present if m not in PREFERRED]
+
+
+def markdown_table(df: pd.DataFrame, task: str, metrics: list[str]) -> str:
+    """A GitHub markdown table of the task: one row per (model, size), mean ± std over seeds."""
+    rows = df[df["task"] == task]
+    if rows.empty:
+        raise ValueError(f"no run records for task {task!r}")
+    unknown = [m for m in metrics if m not in rows.columns]
+    if unknown:
+        raise ValueError(f"task {task!r}: no metric {', '.join(unknown)} in the run records")
+    header = ["model", "size", "params", "seeds", *metrics]
+    body = [_table_row(cell, metrics) for _, cell in _cells(rows)]
+    note = ("Mean ± sample standard deviation (n − 1) over seeds; "
+            "a cell with a single seed shows its value alone.")
+    return f"### {task}\n\n{note}\n\n{_render(header, body)}\n"
+
+
+def _cells(rows: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
+    """The (model, size) groups, ordered by model and then by parameter count."""
+    rank = {size: i for i, size in enumerate(size_order(rows))}
+
+    def key(item):
+        (model, size), group = item
+        params = group["params"].mean() if "params" in group else math.nan
+        return (model, math.inf if pd.isna(params) else params, rank[size])
+
+    return sorted(rows.groupby(["model", "size"], sort=False), key=key)
+
+
+def _table_row(cell: pd.DataFrame, metrics: list[str]) -> list[str]:
+    params = cell["params"].dropna() if "params" in cell else pd.Series(dtype=float)
+    return [str(cell["model"].iloc[0]), str(cell["size"].iloc[0]),
+            f"{round(params.mean()):,}" if len(params) else "–",
+            str(len(cell)),
+            *(format_stat(m, [float(v) for v in cell[m].dropna()]) for m in metrics)]
+
+
+def format_stat(metric: str, values: list[float]) -> str:
+    """'mean ± std unit' of a metric over seeds, formatted as its name's suffix says."""
+    if not values:
+        return "–"
+    fmt, unit = _formatter(metric)
+    text = fmt(statistics.fmean(values))
+    if len(values) > 1:
+        text += f" ± {fmt(statistics.stdev(values))}"
+    return text + unit
+
+
+def _formatter(metric: str):
+    if metric.endswith("_acc"):
+        return (lambda x: f"{100 * x:.1f}"), " %"
+    if metric.endswith("loss"):
+        return _significant4, ""
+    if metric.endswith("_seconds"):
+        return (lambda x: f"{x:.0f}"), " s"
+    return _general, ""
+
+
+def _significant4(x: float) -> str:
+    # '#' keeps trailing zeros (0.8300, not 0.83), at the price of a bare trailing point.
+    text = f"{x:#.4g}"
+    return text if "e" in text else text.rstrip(".")
+
+
+def _general(x: float) -> str:
+    # Counts (steps) and large rates (tokens/s) read best as grouped integers: 312, not 312.0,
+    # and 120,388, not 1.204e+05.
+    return f"{x:,.0f}" if x == round(x) or abs(x) >= 1000 else f"{x:.4g}"
+
+
+def _render(header: list[str], body: list[list[str]]) -> str:
+    """Pipe table, padded so that the raw file reads as a table too; numbers right-aligned."""
+    rows = [[c.replace("|", "\\|") for c in row] for row in [header, *body]]
+    widths = [max(3, *(len(r[i]) for r in rows)) for i in range(len(header))]
+    left = {"model", "size"}
+    rule = [("-" * (w - 1) + ":") if name not in left else "-" * w
+            for name, w in zip(header, widths)]
+
+    def line(cells, right_aligned=True):
+        return "| " + " | ".join(
+            c.rjust(w) if right_aligned and name not in left else c.ljust(w)
+            for c, w, name in zip(cells, widths, header)) + " |"
+
+    return "\n".join([line(rows[0], right_aligned=False), line(rule, right_aligned=False),
+                      *(line(r) for r in rows[1:])])
+
+
+# --- the stage -------------------------------------------------------------------------------
+
+def write_all(metrics_dir: Path, tasks: list[str]) -> str:
+    """Write summary.json, summary.csv and <task>.md under metrics_dir; return a summary line."""
+    metrics_dir = Path(metrics_dir)
+    df = collect_runs(metrics_dir, tasks)
+    written = [metrics_dir / "summary.json", metrics_dir / "summary.csv"]
+    write_json(written[0], summary_json(df))
+    write_frame(written[1], summary_csv(df))
+    for task in tasks:
+        path = metrics_dir / f"{task}.md"
+        write_text(path, markdown_table(df, task, default_metrics(df, task)))
+        written.append(path)
+    return (f"{_count(len(df), 'run')}, {_count(len(tasks), 'task')} -> "
+            + ", ".join(str(p) for p in written))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -1,0 +1,177 @@
+"""Benchmarks: every number is printed beside a reference measured in the same run.
+
+    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,gen]
+
+- steps:  train-step time (forward, backward, LAMB) of every expr model/size at the cpu
+          profile's batch, with model FLOP/s as a fraction of this machine's fp32 matmul peak
+          (measured first, in the same run).
+- mfu:    GPT-large model FLOP/s / matmul peak (goal >= 50 %).
+- retran: the fast exact ReTran against the naive per-token one in benchmarks/naive_retran.py
+          (goal >= 3x), forward + backward.
+- decode: cached greedy decoding against recomputing the whole prefix for every token (goal >= 5x).
+- gen:    problem generation, pooled fast generator against the plain single-process one.
+The machines are shared and noisy: compare ratios, not seconds, across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+import yaml
+
+SEQ = 37  # expr input positions: <start> + 30 + '=' + 5 + <stop>, minus the shifted one
+
+
+def best_of(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def matmul_peak(repeats: int) -> float:
+    """fp32 FLOP/s of a large square matmul: the ceiling the model numbers are compared with."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    seconds = best_of(lambda: [a @ b for _ in range(8)], repeats)
+    return 8 * 2 * 1024 ** 3 / seconds
+
+
+def build(model: str, size: str, params: dict):
+    from arithrepro.models import build_model
+
+    torch.manual_seed(0)
+    return build_model(model, params["models"][model]["sizes"][size], vocab_size=19,
+                       dropout=params["models"][model]["dropout"], max_len=48, pad_id=3)
+
+
+def model_flops(net, tokens: int) -> float:
+    """Training FLOPs of one step: 6 per matmul weight per token, plus causal attention."""
+    matmul = sum(m.weight.numel() for m in net.modules() if isinstance(m, torch.nn.Linear))
+    attn = 0
+    for m in net.modules():
+        if hasattr(m, "head_dim") and hasattr(m, "heads"):
+            attn += 6 * SEQ * m.heads * m.head_dim  # q.k and w.v over ~SEQ/2 keys, fwd + bwd
+    return (6 * matmul + attn) * tokens
+
+
+def train_step(net, batch: int):
+    import torch_optimizer
+
+    opt = torch_optimizer.Lamb(net.parameters(), lr=1e-3)
+    x = torch.randint(4, 19, (batch, SEQ))
+    y = torch.randint(4, 19, (batch, SEQ))
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(net(x).flatten(0, 1), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def bench_steps(params, batch, repeats, peak, only_gpt_large=False):
+    print(f"\n== train step at batch {batch} (x {SEQ} tokens); peak {peak / 1e9:.1f} GFLOP/s")
+    print(f"{'cell':<14}{'params':>10}{'s/step':>9}{'tokens/s':>11}{'GFLOP/s':>9}{'of peak':>9}")
+    rows = {}
+    for model in params["expr"]["models"]:
+        for size in params["expr"]["sizes"]:
+            if only_gpt_large and (model, size) != ("gpt", "large"):
+                continue
+            net = build(model, size, params)
+            s = best_of(train_step(net, batch), repeats)
+            flops = model_flops(net, batch * SEQ) / s
+            n = sum(p.numel() for p in net.parameters())
+            rows[(model, size)] = s
+            print(f"{model + '-' + size:<14}{n:>10,}{s:>9.3f}{batch * SEQ / s:>11,.0f}"
+                  f"{flops / 1e9:>9.1f}{flops / peak:>9.1%}")
+    return rows
+
+
+def bench_retran(params, batch, repeats):
+    from benchmarks.naive_retran import naive_retran
+
+    print(f"\n== ReTran forward + backward at batch {batch}: fast exact vs naive per-token")
+    for size in params["expr"]["sizes"]:
+        net = build("retran", size, params).train()
+        x = torch.randint(4, 19, (batch, SEQ))
+
+        def fast():
+            net(x).sum().backward()
+
+        def naive():
+            naive_retran(net.core, net.drop(net.embed(x))).sum().backward()
+
+        f, n = best_of(fast, repeats), best_of(naive, repeats)
+        print(f"retran-{size:<8} fast {f:7.3f} s   naive {n:7.3f} s   speed-up {n / f:5.2f}x (goal 3x)")
+
+
+def bench_decode(params, batch, repeats):
+    from arithrepro.evaluate import greedy_decode
+
+    print(f"\n== greedy decoding of {batch} prompts (12-32 tokens, 6 new): cache vs recompute")
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(4, 19, (batch, 40), generator=g)
+    plen = torch.randint(12, 33, (batch,), generator=g)
+
+    @torch.no_grad()
+    def recompute(net):
+        # Each step runs the whole prefix again; samples advance in lockstep as in greedy_decode.
+        lo, hi = int(plen.min()), int(plen.max())
+        seq = tokens[:, :lo]
+        for t in range(lo, hi + 6):
+            pred = net(seq)[:, -1].argmax(-1)
+            nxt = torch.where(t < plen, tokens[:, min(t, 39)], pred)
+            seq = torch.cat([seq, nxt[:, None]], 1)
+        return seq
+
+    for model in params["expr"]["models"]:
+        net = build(model, "large", params).eval()
+        c = best_of(lambda: greedy_decode(net, tokens, plen, 6, stop_id=-1), repeats)
+        r = best_of(lambda: recompute(net), repeats)
+        print(f"{model}-large  cached {c:7.3f} s   recompute {r:7.3f} s   speed-up {r / c:5.2f}x (goal 5x)")
+
+
+def bench_gen(n):
+    from benchmarks.bench_generation import bench_generation
+
+    print(f"\n== expr problem generation, {n:,} unique problems (paper length rules)")
+    r = bench_generation(n)
+    print(f"plain single-process {r['plain_s']:.2f} s   pooled (2 workers) {r['fast_s']:.2f} s   "
+          f"speed-up {r['speedup']:.2f}x")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--batch", type=int, default=None, help="default: the cpu profile's batch")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--gen-n", type=int, default=200_000)
+    ap.add_argument("--only", default="steps,mfu,retran,decode,gen")
+    args = ap.parse_args()
+    params = yaml.safe_load(open(args.params))
+    batch = args.batch or params["profiles"]["cpu"]["expr"]["train"]["batch_size"]
+    only = set(args.only.split(","))
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    if only & {"steps", "mfu"}:
+        peak = matmul_peak(args.repeats)
+        rows = bench_steps(params, batch, args.repeats, peak, only_gpt_large="steps" not in only)
+        if ("gpt", "large") in rows:
+            net = build("gpt", "large", params)
+            mfu = model_flops(net, batch * SEQ) / rows[("gpt", "large")] / peak
+            print(f"GPT-large model FLOP/s = {mfu:.1%} of the measured matmul peak (goal 50 %)")
+    if "retran" in only:
+        bench_retran(params, batch, args.repeats)
+    if "decode" in only:
+        bench_decode(params, batch, args.repeats)
+    if "gen" in only:
+        bench_gen(args.gen_n)
+
+
+if __name__ == "__main__":
+    main()

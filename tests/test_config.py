@@ -1,0 +1,83 @@
+"""params.yaml validation: one line naming the key, the value and what is allowed; nothing written."""
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from arithrepro import config
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMS = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def mutated(change):
+    p = copy.deepcopy(PARAMS)
+    change(p)
+    return p
+
+
+def test_the_shipped_params_are_valid():
+    assert config.load(ROOT / "params.yaml")["profile"] in config.PROFILES
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda p: p["models"]["gpt"].update(lr="0.02"), "models.gpt.lr = '0.02': expected a number > 0"),
+    (lambda p: p["models"]["gpt"].update(lr=-1), "models.gpt.lr = -1: expected a number > 0"),
+    (lambda p: p.update(profile="gpu"), "profile = 'gpu': expected one of smoke, cpu, paper"),
+    (lambda p: p["expr"].update(models=["gpt", "rnn"]), "expr.models[1] = 'rnn': expected one of"),
+    (lambda p: p["expr"].update(sizes=["huge"]), "expr.sizes: 'huge' is not a size of gpt"),
+    (lambda p: p["models"]["lstm"].update(dropout=1.0), "models.lstm.dropout = 1.0: expected a number in [0, 1)"),
+    (lambda p: p["profiles"]["cpu"]["expr"]["train"].update(batch_size=2.5),
+     "profiles.cpu.expr.train.batch_size = 2.5: expected an integer >= 1"),
+    (lambda p: p["models"]["gpt"]["sizes"]["small"].update(heads=5), "models.gpt.sizes.small.d_sa = 32"),
+    (lambda p: p["models"]["gpt"].update(lrr=1), "models.gpt.lrr: unknown key; allowed: lr, dropout, sizes"),
+    (lambda p: p["train"].pop("loss_on"), "train.loss_on: missing"),
+    (lambda p: p["train"].update(loss_on="some"), "train.loss_on = 'some': expected one of answer, all"),
+    (lambda p: p.update(seeds=[0, 0]), "seeds = [0, 0]: expected a list without repeats"),
+    (lambda p: p["expr"]["data"].update(ood_min_in=20), "expr.data.ood_min_in = 20: expected > expr.data.max_in"),
+    (lambda p: p["profiles"]["paper"].update(modular={}), "profiles.paper.modular: unknown key"),
+])
+def test_bad_values_are_named(change, message):
+    with pytest.raises(config.ParamsError) as err:
+        config.validate(mutated(change))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_yaml_floats_with_exponent_are_numbers(tmp_path):
+    text = (ROOT / "params.yaml").read_text().replace("lr: 0.01", "lr: 1e-2")
+    (tmp_path / "p.yaml").write_text(text)
+    assert config.load(tmp_path / "p.yaml")["models"]["gpt"]["lr"] == 0.01
+
+
+def test_cli_refuses_a_string_learning_rate_before_any_work(tmp_path):
+    bad = mutated(lambda p: p["models"]["gpt"].update(lr="fast"))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(bad))
+    before = set(tmp_path.rglob("*"))
+    for args in (["generate-datasets", "--task", "expr"],
+                 ["train", "--task", "expr", "--model", "lstm", "--size", "small", "--seed", "0"]):
+        proc = subprocess.run([sys.executable, "-m", "arithrepro.cli", *args], cwd=tmp_path,
+                              capture_output=True, text=True)
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == "error: params: models.gpt.lr = 'fast': expected a number > 0"
+        assert "Traceback" not in proc.stderr
+    assert set(tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_cli_names_an_unknown_grid_cell(tmp_path):
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    proc = subprocess.run([sys.executable, "-m", "arithrepro.cli", "train", "--task", "expr",
+                           "--model", "lstm", "--size", "huge", "--seed", "0"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: params: --size = 'huge': expected one of small, medium, "
+                                   "large (models.lstm.sizes)")
+
+
+def test_missing_params_file_is_named(tmp_path):
+    with pytest.raises(config.ParamsError, match="nope.yaml: no such params file"):
+        config.load(tmp_path / "nope.yaml")

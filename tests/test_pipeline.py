@@ -1,0 +1,98 @@
+"""The real DVC pipeline, smoke profile, in a temporary clone of this checkout."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING = {"train_seconds", "tokens_per_s", "eval_seconds"}
+FIGURES = ["accuracy_vs_params", "accuracy_vs_length", "val_loss_vs_params", "length_distribution"]
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def sh(args, cwd, check=True):
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@localhost",
+           "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@localhost"}
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if check and proc.returncode:
+        raise AssertionError(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    """The checkout's files (tracked and untracked-but-not-ignored), committed in a fresh repo."""
+    dest = tmp_path_factory.mktemp("clone")
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    sh(["git", "init", "-q"], dest)
+    sh(["git", "add", "-A"], dest)
+    sh(["git", "commit", "-qm", "clone"], dest)
+    return dest
+
+
+def metrics(path: Path) -> dict:
+    summary = json.loads((path / "metrics" / "summary.json").read_text())
+    return {task: {cell: {k: v for k, v in m.items() if k not in TIMING} for cell, m in runs.items()}
+            for task, runs in summary.items()}
+
+
+def test_smoke_pipeline_end_to_end(clone):
+    out = sh(["dvc", "exp", "run", "-S", "profile=smoke"], clone)
+    assert "Running stage 'train@expr-retran-large-0'" in out
+    summary = json.loads((clone / "metrics" / "summary.json").read_text())
+    cells = {f"{m}-{s}-0" for m in ("gpt", "lstm", "retran") for s in ("small", "medium", "large")}
+    assert set(summary["expr"]) == cells
+    for record in summary["expr"].values():
+        assert {"params", "test_acc", "ood_acc", "best_val_loss", "train_seconds"} <= set(record)
+        assert 0 <= record["test_acc"] <= 1 and 0 <= record["ood_acc"] <= 1
+    assert summary["expr"]["gpt-large-0"]["params"] == 1_194_496
+    csv = (clone / "metrics" / "summary.csv").read_text().splitlines()
+    assert csv[0].startswith("task,model,size,seed") and len(csv) == 10
+    assert (clone / "metrics" / "expr.md").read_text().startswith("### expr")
+    for name in FIGURES:
+        assert (clone / "plots" / "expr" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for split in ("train", "valid", "test", "ood"):
+        assert (clone / "data" / "expr" / f"{split}.parquet").is_file()
+    assert "plots/expr/curves" in sh(["dvc", "plots", "show", "--json"], clone)
+
+    # Nothing changed: nothing runs.
+    assert "Running stage" not in sh(["dvc", "repro"], clone)
+
+    # Everything again from scratch gives the same metrics (all but the timings).
+    first = metrics(clone)
+    sh(["dvc", "repro", "-f"], clone)
+    assert metrics(clone) == first
+
+    # A GPT learning rate re-runs the GPT cells and what follows them, nothing else.
+    out = sh(["dvc", "exp", "run", "-S", "models.gpt.lr=0.02"], clone)
+    ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+    assert {f"train@expr-gpt-{s}-0" for s in ("small", "medium", "large")} <= ran
+    assert not any("lstm" in r or "retran" in r or r.startswith("generate") for r in ran), ran
+    assert "aggregate-tables" in ran
+
+
+def test_bad_params_stop_the_pipeline_with_one_line(clone):
+    params = (clone / "params.yaml").read_text()
+    try:
+        (clone / "params.yaml").write_text(params.replace("lr: 0.006", 'lr: "0.006"'))
+        proc = subprocess.run([str(Path(sys.executable).parent / "arithrepro"), "train", "--task",
+                               "expr", "--model", "lstm", "--size", "small", "--seed", "0"],
+                              cwd=clone, capture_output=True, text=True)
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == "error: params: models.lstm.lr = '0.006': expected a number > 0"
+    finally:
+        (clone / "params.yaml").write_text(params)

@@ -1,0 +1,83 @@
+"""The training loop: schedule, resume bit-identical to an uninterrupted run, NaN stop, best state."""
+
+import math
+
+import pytest
+import torch
+
+from arithrepro.tasks.expr import TASK
+from arithrepro.train import NonFiniteLoss, TrainConfig, fit, lr_factor
+from tests.test_expr_task import split_of
+from tests.test_models import build
+
+
+def tiny_splits(n_train=96, n_valid=16):
+    g = torch.Generator().manual_seed(0)
+    pairs = []
+    for i in range(n_train + n_valid):
+        a, b = torch.randint(0, 100, (2,), generator=g).tolist()
+        pairs.append((f"{a}+{b}", str(a + b)))
+    return split_of(pairs[:n_train]), split_of(pairs[n_train:])
+
+
+def test_schedule_warms_up_from_zero_then_decays_to_zero():
+    total, warmup = 100, 10
+    f = [lr_factor(s, total, warmup) for s in range(total)]
+    assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
+    assert all(a <= b for a, b in zip(f[:10], f[1:10]))
+    assert all(a >= b for a, b in zip(f[9:], f[10:]))
+    assert f[-1] == pytest.approx(1 / 90) and lr_factor(total, total, warmup) == 0
+
+
+def run(tmp_path, name, cfg, halt_after=None, model=None):
+    train, valid = tiny_splits()
+    torch.manual_seed(cfg.seed)
+    model = model or build(name, "small")
+    result = fit(model, TASK, train, valid, cfg, tmp_path / "checkpoint.pt", "fp",
+                 halt_after=halt_after, progress=False)
+    return model, result
+
+
+@pytest.mark.parametrize("name", ["gpt", "lstm", "retran"])
+def test_killed_run_resumes_bit_identical(tmp_path, name):
+    cfg = TrainConfig(lr=0.01, batch_size=16, epochs=2, seed=3, val_every=4, checkpoint_every=5)
+    straight, r1 = run(tmp_path / "a", name, cfg)
+    # "Kill" after step 8: the last checkpoint is from step 5, so steps 6-8 are redone.
+    _, halted = run(tmp_path / "b", name, cfg, halt_after=8)
+    assert halted is None
+    torch.manual_seed(12345)  # a resumed process starts from another global RNG state
+    resumed, r2 = run(tmp_path / "b", name, cfg)
+    for (k, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), k
+    assert [r["loss"] for r in r1["train_curve"]] == [r["loss"] for r in r2["train_curve"]]
+    assert r1["val_curve"] == r2["val_curve"]
+    assert r1["best_val_loss"] == r2["best_val_loss"] and r1["steps"] == r2["steps"] == 12
+
+
+def test_best_validation_state_is_restored(tmp_path):
+    cfg = TrainConfig(lr=0.01, batch_size=16, epochs=2, seed=0, val_every=2, checkpoint_every=50)
+    model, result = run(tmp_path, "lstm", cfg)
+    best = min(result["val_curve"], key=lambda r: r["val_loss"])
+    assert result["best_val_loss"] == best["val_loss"] and result["best_step"] == best["step"]
+    ck = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, ck["best_state"][k])
+
+
+def test_non_finite_loss_stops_with_a_clear_message(tmp_path):
+    model = build("gpt", "small")
+    with torch.no_grad():
+        model.head.weight.fill_(math.inf)
+    cfg = TrainConfig(lr=0.01, batch_size=16, epochs=1, seed=0)
+    with pytest.raises(NonFiniteLoss, match="loss became nan at step 0"):
+        run(tmp_path, "gpt", cfg, model=model)
+
+
+def test_other_fingerprint_starts_afresh(tmp_path):
+    cfg = TrainConfig(lr=0.01, batch_size=16, epochs=1, seed=0, checkpoint_every=2)
+    run(tmp_path, "lstm", cfg, halt_after=4)
+    train, valid = tiny_splits()
+    torch.manual_seed(0)
+    result = fit(build("lstm", "small"), TASK, train, valid, cfg, tmp_path / "checkpoint.pt",
+                 "another", progress=False)
+    assert result["train_curve"][0]["step"] == 1
