@@ -47,10 +47,12 @@ def decode_split(model, task, split, max_new: int, batch_size: int, progress=Non
     """Greedy continuations for a whole split, batched by prompt length (less wasted stepping)."""
     tokens, plen = task.prompts(split)
     order = torch.argsort(plen, stable=True)
+    device = next(model.parameters()).device
     out = torch.empty(len(plen), max_new, dtype=tokens.dtype)
     for i in range(0, len(order), batch_size):
         idx = order[i:i + batch_size]
-        out[idx] = greedy_decode(model, tokens[idx], plen[idx], max_new, task.stop_id)
+        out[idx] = greedy_decode(model, tokens[idx].to(device), plen[idx].to(device), max_new,
+                                 task.stop_id).cpu()
         if progress:
             progress(len(idx))
     return out

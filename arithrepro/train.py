@@ -57,7 +57,7 @@ def validation_loss(model, task, split, cfg: TrainConfig) -> float:
     model.eval()
     total, count = 0.0, 0
     for i in range(0, len(split), cfg.eval_batch_size):
-        idx = torch.arange(i, min(i + cfg.eval_batch_size, len(split)))
+        idx = torch.arange(i, min(i + cfg.eval_batch_size, len(split)), device=split.tokens.device)
         x, y, mask = task.batch(split, idx, cfg.loss_on)
         logits = model(x)
         total += F.cross_entropy(logits[mask], y[mask], reduction="sum").item()
@@ -95,7 +95,8 @@ def fit(model, task, train_split, valid_split, cfg: TrainConfig, checkpoint: Pat
         save_torch(checkpoint, {
             "fingerprint": fingerprint, "finished": finished, "config": asdict(cfg),
             "model": model.state_dict(), "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict(), "rng": torch.get_rng_state(), **s})
+            "scheduler": sched.state_dict(), "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, **s})
 
     def validate(epoch: int) -> None:
         loss = validation_loss(model, task, valid_split, cfg)
@@ -108,7 +109,7 @@ def fit(model, task, train_split, valid_split, cfg: TrainConfig, checkpoint: Pat
     model.train()
     while s["step"] < total:
         epoch, start = divmod(s["step"], per_epoch)
-        order = _epoch_order(n, cfg.seed, epoch)
+        order = _epoch_order(n, cfg.seed, epoch).to(train_split.tokens.device)
         for b in range(start, per_epoch):
             t0 = time.perf_counter()
             x, y, mask = task.batch(train_split, order[b * cfg.batch_size:(b + 1) * cfg.batch_size],
@@ -155,13 +156,15 @@ def fit(model, task, train_split, valid_split, cfg: TrainConfig, checkpoint: Pat
 def _resume(checkpoint: Path, fingerprint: str, model, opt, sched, s: dict) -> bool:
     if not checkpoint.is_file():
         return False
-    ck = torch.load(checkpoint, weights_only=False)
+    ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
     if ck.get("fingerprint") != fingerprint or ck.get("finished"):
         return False  # another configuration, or a finished run: start afresh
     model.load_state_dict(ck["model"])
     opt.load_state_dict(ck["optimizer"])
     sched.load_state_dict(ck["scheduler"])
     torch.set_rng_state(ck["rng"])
+    if ck.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(ck["cuda_rng"])
     for key in s:
         s[key] = ck[key]
     return True

@@ -83,6 +83,13 @@ def _die(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def default_device() -> str:
+    """CUDA when present, else the CPU: the same command runs on a laptop and on a GPU box."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def done(message: str) -> None:
     """The one-line summary every stage ends with."""
     click.echo(message, err=True)

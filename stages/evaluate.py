@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import cell_options, done, friendly_errors, params_option, paths
+from arithrepro.stages.common import (cell_options, default_device, done, friendly_errors,
+                                     params_option, paths)
 
 
 @click.command("evaluate")
@@ -38,11 +39,11 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     ckpt = run_dir / "model.pt"
     if not ckpt.is_file():
         raise FileNotFoundError(f"{ckpt}: missing; run `arithrepro train` for this cell first")
-    saved = torch.load(ckpt, weights_only=False)
+    saved = torch.load(ckpt, map_location="cpu", weights_only=False)
     net = build_model(saved["model"], saved["size"], vocab_size=saved["vocab_size"],
                       dropout=saved["dropout"], max_len=saved["max_len"], pad_id=saved["pad_id"])
     net.load_state_dict(saved["state_dict"])
-    net.eval()
+    net.to(default_device()).eval()
     batch = config.profile_block(params, task)["eval"]["batch_size"]
     max_new = t.max_new_tokens(params)
     splits = {name: t.load(paths.data(task), name) for name in ("test", "ood")}

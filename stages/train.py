@@ -7,7 +7,8 @@ import json
 
 import click
 
-from arithrepro.stages.common import cell_options, done, friendly_errors, params_option, paths
+from arithrepro.stages.common import (cell_options, default_device, done, friendly_errors,
+                                     params_option, paths)
 
 
 @click.command("train")
@@ -54,16 +55,20 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     torch.manual_seed(seed)
     net = build_model(model, arch["size"], vocab_size=arch["vocab_size"], dropout=arch["dropout"],
                       max_len=arch["max_len"], pad_id=arch["pad_id"])
+    device = default_device()
+    net.to(device)
+    train_split, valid_split = train_split.to(device), valid_split.to(device)
     run_dir = paths.run(task, c.name)
     fingerprint = _fingerprint(arch, cfg, data_dir)
     result = fit(net, t, train_split, valid_split, cfg, run_dir / "checkpoint.pt", fingerprint)
-    save_torch(run_dir / "model.pt", {**arch, "state_dict": net.state_dict()})
+    state = {k: v.cpu() for k, v in net.state_dict().items()}
+    save_torch(run_dir / "model.pt", {**arch, "state_dict": state})
     summary = {k: v for k, v in result.items() if not k.endswith("_curve")}
     write_json(run_dir / "train.json", {"task": task, "model": model, "size": size, "seed": seed,
                                         "params": count_params(net), **summary})
     write_frame(paths.curves(task, c.name), pd.DataFrame(result["train_curve"]))
     write_frame(paths.val_curves(task, c.name), pd.DataFrame(result["val_curve"]))
-    done(f"train {task} {c.name}: {result['steps']} steps in {result['train_seconds']:.1f} s, "
+    done(f"train {task} {c.name} on {device}: {result['steps']} steps in {result['train_seconds']:.1f} s, "
          f"best val loss {result['best_val_loss']:.4f} at step {result['best_step']}, "
          f"{count_params(net):,} params -> {run_dir}")
 

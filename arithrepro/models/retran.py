@@ -15,7 +15,6 @@ list-based implementation).
 
 from __future__ import annotations
 
-import math
 
 import torch
 from torch import nn

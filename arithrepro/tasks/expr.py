@@ -68,6 +68,9 @@ class Split:
     def __len__(self) -> int:
         return self.tokens.shape[0]
 
+    def to(self, device) -> "Split":
+        return Split(self.tokens.to(device), self.eq.to(device), self.lengths.to(device))
+
 
 class ExprTask:
     name = "expr"
