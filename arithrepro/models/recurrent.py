@@ -66,10 +66,12 @@ class LSTMCore(nn.Module):
             keep = None  # as in ReTran: trailing padding cannot change a real position's output
         for li, cell in enumerate(self.cells):
             h, c = cell.initial(B) if state is None else state[li]
-            xw = cell.W(x)  # the input half of every gate, for all steps in one matmul
+            # The input half of every gate, for all steps in one matmul. unbind, not xw[:, t]:
+            # each slice's backward would materialize a zero gradient the size of all of xw.
+            xw = cell.W(x).unbind(1)
             ms = []
             for t in range(T):
-                m, h, c = cell.step(xw[:, t], h, c, None if keep is None else keep[:, t])
+                m, h, c = cell.step(xw[t], h, c, None if keep is None else keep[:, t])
                 ms.append(m)
             if state is not None:
                 state[li] = (h, c)

@@ -73,10 +73,11 @@ class ReTranCore(nn.Module):
         B, T, _ = x.shape
         out = x.new_empty(B, T, self.d_model)
         kv = [layer.attn.kv_weights() for layer in self.layers]
+        inputs = x.unsqueeze(2).unbind(1)  # (B, 1, d) each; unbind's backward is one stack
         for t in range(T):
             p = pos + t + 1                      # cache position of this token (h0 is 0)
             where = self.positions[p:p + 1]
-            xt = x[:, t:t + 1]                   # (B, 1, d)
+            xt = inputs[t]
             kt = None if keep is None else keep[:, t]
             for layer, st, kvw in zip(self.layers, state, kv):
                 K, V, h, c = st
