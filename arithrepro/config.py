@@ -27,7 +27,7 @@ class ParamsError(Exception):
 Check = Callable[[str, Any], None]
 
 
-def _fail(key: str, value: Any, allowed: str) -> None:
+def fail(key: str, value: Any, allowed: str) -> None:
     raise ParamsError(f"{key} = {value!r}: expected {allowed}")
 
 
@@ -35,9 +35,9 @@ def integer(lo: int | None = None, hi: int | None = None) -> Check:
     def check(key, value):
         rng = _range_text(lo, hi)
         if isinstance(value, bool) or not isinstance(value, int):
-            _fail(key, value, f"an integer{rng}")
+            fail(key, value, f"an integer{rng}")
         if (lo is not None and value < lo) or (hi is not None and value > hi):
-            _fail(key, value, f"an integer{rng}")
+            fail(key, value, f"an integer{rng}")
 
     return check
 
@@ -47,11 +47,11 @@ def number(lo: float | None = None, hi: float | None = None, lo_open: bool = Fal
     def check(key, value):
         rng = _range_text(lo, hi, lo_open, hi_open)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            _fail(key, value, f"a number{rng}")
+            fail(key, value, f"a number{rng}")
         bad_lo = lo is not None and (value <= lo if lo_open else value < lo)
         bad_hi = hi is not None and (value >= hi if hi_open else value > hi)
         if bad_lo or bad_hi or value != value:
-            _fail(key, value, f"a number{rng}")
+            fail(key, value, f"a number{rng}")
 
     return check
 
@@ -59,7 +59,7 @@ def number(lo: float | None = None, hi: float | None = None, lo_open: bool = Fal
 def choice(*allowed: str) -> Check:
     def check(key, value):
         if value not in allowed:
-            _fail(key, value, "one of " + ", ".join(allowed))
+            fail(key, value, "one of " + ", ".join(allowed))
 
     return check
 
@@ -67,11 +67,11 @@ def choice(*allowed: str) -> Check:
 def list_of(item: Check, min_len: int = 1, unique: bool = True) -> Check:
     def check(key, value):
         if not isinstance(value, list) or len(value) < min_len:
-            _fail(key, value, f"a list of at least {min_len} item(s)")
+            fail(key, value, f"a list of at least {min_len} item(s)")
         for i, v in enumerate(value):
             item(f"{key}[{i}]", v)
         if unique and len({repr(v) for v in value}) != len(value):
-            _fail(key, value, "a list without repeats")
+            fail(key, value, "a list without repeats")
 
     return check
 
@@ -96,7 +96,7 @@ def _range_text(lo, hi, lo_open=False, hi_open=False) -> str:
 def check_schema(schema: Any, value: Any, key: str) -> None:
     if isinstance(schema, dict):
         if not isinstance(value, dict):
-            _fail(key, value, "a mapping with keys " + ", ".join(schema))
+            fail(key, value, "a mapping with keys " + ", ".join(schema))
         for k in value:
             if k not in schema:
                 raise ParamsError(f"{_join(key, k)}: unknown key; allowed: {', '.join(schema)}")
@@ -106,7 +106,7 @@ def check_schema(schema: Any, value: Any, key: str) -> None:
             check_schema(sub, value[k], _join(key, k))
     elif isinstance(schema, Map):
         if not isinstance(value, dict) or len(value) < schema.min_len:
-            _fail(key, value, f"a mapping with at least {schema.min_len} entry")
+            fail(key, value, f"a mapping with at least {schema.min_len} entry")
         for k, v in value.items():
             if schema.keys is not None and k not in schema.keys:
                 raise ParamsError(f"{_join(key, k)}: unknown key; allowed: {', '.join(schema.keys)}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from arithrepro.config import ParamsError, choice, integer, list_of
+from arithrepro.config import ParamsError, choice, fail, integer, list_of
 
 VOCAB = ["<start>", "=", "<stop>", "<pad>", *"0123456789", "-", "+", "*", "(", ")"]
 START, EQ, STOP, PAD = 0, 1, 2, 3
@@ -86,7 +86,7 @@ class ExprTask:
         return {
             "models": list_of(choice(*MODELS)),
             "sizes": list_of(lambda key, v: None if isinstance(v, str) else
-                             _bad(key, v, "a size name")),
+                             fail(key, v, "a size name")),
             "data": {
                 "min_in": integer(1), "max_in": integer(1),
                 "min_out": integer(0), "max_out": integer(1),
@@ -215,10 +215,6 @@ class ExprTask:
         stop_at = (truth == STOP).int().argmax(1)  # the true answer always ends in <stop>
         relevant = torch.arange(width).unsqueeze(0) <= stop_at.unsqueeze(1)
         return ((generated == truth) | ~relevant).all(1)
-
-
-def _bad(key, value, allowed):
-    raise ParamsError(f"{key} = {value!r}: expected {allowed}")
 
 
 TASK = ExprTask()
