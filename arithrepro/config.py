@@ -56,6 +56,11 @@ def number(lo: float | None = None, hi: float | None = None, lo_open: bool = Fal
     return check
 
 
+def boolean(key, value) -> None:
+    if not isinstance(value, bool):
+        fail(key, value, "true or false")
+
+
 def choice(*allowed: str) -> Check:
     def check(key, value):
         if value not in allowed:
@@ -74,6 +79,13 @@ def list_of(item: Check, min_len: int = 1, unique: bool = True) -> Check:
             fail(key, value, "a list without repeats")
 
     return check
+
+
+class Optional:
+    """A key of a fixed mapping that may be left out."""
+
+    def __init__(self, schema: Any):
+        self.schema = schema
 
 
 class Map:
@@ -101,6 +113,10 @@ def check_schema(schema: Any, value: Any, key: str) -> None:
             if k not in schema:
                 raise ParamsError(f"{_join(key, k)}: unknown key; allowed: {', '.join(schema)}")
         for k, sub in schema.items():
+            if isinstance(sub, Optional):
+                if k in value:
+                    check_schema(sub.schema, value[k], _join(key, k))
+                continue
             if k not in value:
                 raise ParamsError(f"{_join(key, k)}: missing")
             check_schema(sub, value[k], _join(key, k))
@@ -128,11 +144,6 @@ def schema() -> dict:
     return {
         "profile": choice(*PROFILES),
         "seeds": list_of(integer(0, 2**31 - 1)),
-        "train": {
-            "warmup_frac": number(0, 1, hi_open=True),
-            "loss_on": choice("answer", "all"),
-            "weight_decay": number(0),
-        },
         "profiles": {p: {t: task.profile_schema() for t, task in TASKS.items()} for p in PROFILES},
         "models": {
             name: {
@@ -155,8 +166,9 @@ def validate(params: Any) -> dict:
         raise ParamsError("params: expected a mapping at the top level")
     check_schema(schema(), params, "")
     for name, spec in MODELS.items():
-        for size, cfg in params["models"][name]["sizes"].items():
-            spec.check_size(f"models.{name}.sizes.{size}", cfg)
+        if not spec.budget_fields:
+            for size, cfg in params["models"][name]["sizes"].items():
+                spec.check_size(f"models.{name}.sizes.{size}", cfg)
     for task in TASKS.values():
         task.check_params(params)
     return params
@@ -221,3 +233,13 @@ def cell(params: dict, task: str, model: str, size: str, seed: int) -> Cell:
 
 def profile_block(params: dict, task: str) -> dict:
     return params["profiles"][params["profile"]][task]
+
+
+def architecture(params: dict, task: str, model: str, size: str, profile: str | None = None) -> dict:
+    """A model's architecture fields: its size, plus the fields a task's profile sets (width)."""
+    from arithrepro.models import MODELS
+
+    arch = dict(params["models"][model]["sizes"][size])
+    budget = params["profiles"][profile or params["profile"]][task].get("model", {})
+    arch.update({k: budget[k] for k in MODELS[model].budget_fields})
+    return arch

@@ -1,10 +1,14 @@
-"""The one training loop: LAMB, per-batch warm-up + linear decay, validation, best-state restore,
-per-step curves, and checkpoints that let a killed run finish bit-identical (on CPU) to an
-uninterrupted one.
+"""The one training loop: optimizer (LAMB, Adam, AdamW), per-step warm-up then linear decay or a
+constant rate, validation, best-state restore, per-step curves, the progressive loss of looped
+models, and checkpoints that let a killed run finish bit-identical (on CPU) to an uninterrupted
+one.
 
-Everything random is derived from the seed: the model's initialization (the caller seeds torch
-before building it), each epoch's order (its own generator, seeded by seed and epoch, so a resumed
-run recomputes it), and dropout (the global generator, whose state is in the checkpoint).
+Batches come from a source that is a pure function of the step: a fixed split visited in a
+seeded order per epoch (EpochBatches), or fresh samples drawn from a generator seeded by the step
+(StreamBatches). So a resumed run recomputes its batches and needs no data-loader state.
+Everything else random is derived from the seed: the model's initialization (the caller seeds
+torch before building it) and dropout, random offsets and random depths (the global generator,
+whose state is in the checkpoint).
 """
 
 from __future__ import annotations
@@ -28,22 +32,65 @@ class NonFiniteLoss(RuntimeError):
 @dataclass(frozen=True)
 class TrainConfig:
     lr: float
-    batch_size: int
-    epochs: int
     seed: int
+    optimizer: str = "lamb"     # lamb | adam | adamw
+    schedule: str = "linear"    # after the warm-up: linear (decay to 0 at the end) | constant
     warmup_frac: float = 0.1
-    loss_on: str = "answer"
     weight_decay: float = 0.0
+    progressive: bool = False   # ½·(loss at R recurrences + loss at a random n in 1..R)
     val_every: int = 0          # also validate every this many steps (0: at epoch ends only)
     checkpoint_every: int = 100
     eval_batch_size: int = 1024
 
 
-def lr_factor(step: int, total: int, warmup: int) -> float:
-    """Linear warm-up from 0 over `warmup` steps, then linear decay to 0 at `total`."""
+def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> float:
+    """Linear warm-up from 0 over `warmup` steps, then linear decay to 0 at `total` or constant."""
     if step < warmup:
         return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
     return max(0.0, (total - step) / max(1, total - warmup))
+
+
+class EpochBatches:
+    """A fixed split in a seeded order per epoch: batch(step) -> (x, y, mask)."""
+
+    def __init__(self, make_batch, n: int, batch_size: int, epochs: int, seed: int, device):
+        self.make_batch, self.n, self.batch_size, self.seed = make_batch, n, batch_size, seed
+        self.per_epoch = math.ceil(n / batch_size)
+        self.steps = self.per_epoch * epochs
+        self.device, self._order = device, (None, None)
+
+    def epoch(self, step: int) -> int:
+        return step // self.per_epoch
+
+    def epoch_end(self, step: int) -> bool:
+        return (step + 1) % self.per_epoch == 0
+
+    def __call__(self, step: int):
+        epoch, b = divmod(step, self.per_epoch)
+        if self._order[0] != epoch:
+            g = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+            self._order = (epoch, torch.randperm(self.n, generator=g).to(self.device))
+        return self.make_batch(self._order[1][b * self.batch_size:(b + 1) * self.batch_size])
+
+
+class StreamBatches:
+    """Fresh samples every step: sample(batch_size, generator) -> (x, y, mask), the generator
+    seeded by (seed, step). One 'epoch' spans the run."""
+
+    def __init__(self, sample, batch_size: int, steps: int, seed: int):
+        self.sample, self.batch_size, self.steps, self.seed = sample, batch_size, steps, seed
+
+    def epoch(self, step: int) -> int:
+        return 0
+
+    def epoch_end(self, step: int) -> bool:
+        return step == self.steps - 1
+
+    def __call__(self, step: int):
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
+        return self.sample(self.batch_size, g)
 
 
 def masked_loss(logits, targets, mask) -> torch.Tensor:
@@ -52,13 +99,13 @@ def masked_loss(logits, targets, mask) -> torch.Tensor:
 
 
 @torch.no_grad()
-def validation_loss(model, task, split, cfg: TrainConfig) -> float:
+def validation_loss(model, make_batch, n: int, batch_size: int) -> float:
+    """Mean masked cross-entropy over a fixed set: make_batch(idx) -> (x, y, mask)."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
-    for i in range(0, len(split), cfg.eval_batch_size):
-        idx = torch.arange(i, min(i + cfg.eval_batch_size, len(split)), device=split.tokens.device)
-        x, y, mask = task.batch(split, idx, cfg.loss_on)
+    for i in range(0, n, batch_size):
+        x, y, mask = make_batch(torch.arange(i, min(i + batch_size, n)))
         logits = model(x)
         total += F.cross_entropy(logits[mask], y[mask], reduction="sum").item()
         count += int(mask.sum())
@@ -66,27 +113,41 @@ def validation_loss(model, task, split, cfg: TrainConfig) -> float:
     return total / max(count, 1)
 
 
-def _epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    return torch.randperm(n, generator=g)
+def make_optimizer(model, cfg: TrainConfig):
+    if cfg.optimizer == "lamb":
+        import torch_optimizer
+
+        return torch_optimizer.Lamb(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    raise ValueError(f"optimizer {cfg.optimizer!r}: expected lamb, adam or adamw")
 
 
-def fit(model, task, train_split, valid_split, cfg: TrainConfig, checkpoint: Path,
-        fingerprint: str, *, halt_after: int | None = None, progress: bool = True) -> dict | None:
-    """Train `model` in place and restore its best-validation state.
+def training_loss(model, x, y, mask, progressive: bool) -> torch.Tensor:
+    if not progressive:
+        return masked_loss(model(x), y, mask)
+    R = model.core.recurrences
+    n = int(torch.randint(1, R + 1, ()))
+    outs = model.progressive(x, n)  # [at R] or [at R, at n]
+    return sum(masked_loss(o, y, mask) for o in outs) / len(outs)
+
+
+def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: str, *,
+        halt_after: int | None = None, progress: bool = True) -> dict | None:
+    """Train `model` in place on `batches` (EpochBatches or StreamBatches) and restore its
+    best-validation state. `valid` (make_batch, n) is the fixed validation set.
 
     Resumes from `checkpoint` when it holds an unfinished run with the same fingerprint. Returns
     {best_val_loss, best_step, steps, train_seconds, tokens_per_s, train_curve, val_curve};
     returns None when stopped by `halt_after` (a stand-in for a killed process, for tests).
     """
-    import torch_optimizer
-
-    n = len(train_split)
-    per_epoch = math.ceil(n / cfg.batch_size)
-    total = per_epoch * cfg.epochs
+    total = batches.steps
     warmup = max(1, round(cfg.warmup_frac * total))
-    opt = torch_optimizer.Lamb(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warmup))
+    opt = make_optimizer(model, cfg)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor(s, total, warmup, cfg.schedule))
     s = {"step": 0, "best_val_loss": math.inf, "best_step": -1, "best_state": None,
          "train_curve": [], "val_curve": [], "seconds": 0.0, "tokens": 0}
     resumed = _resume(checkpoint, fingerprint, model, opt, sched, s)
@@ -99,7 +160,7 @@ def fit(model, task, train_split, valid_split, cfg: TrainConfig, checkpoint: Pat
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, **s})
 
     def validate(epoch: int) -> None:
-        loss = validation_loss(model, task, valid_split, cfg)
+        loss = validation_loss(model, *valid, cfg.eval_batch_size)
         s["val_curve"].append({"step": s["step"], "epoch": epoch, "val_loss": loss})
         if loss < s["best_val_loss"]:
             s.update(best_val_loss=loss, best_step=s["step"],
@@ -108,40 +169,38 @@ def fit(model, task, train_split, valid_split, cfg: TrainConfig, checkpoint: Pat
     bar = _bar(total, s["step"], progress, resumed)
     model.train()
     while s["step"] < total:
-        epoch, start = divmod(s["step"], per_epoch)
-        order = _epoch_order(n, cfg.seed, epoch).to(train_split.tokens.device)
-        for b in range(start, per_epoch):
-            t0 = time.perf_counter()
-            x, y, mask = task.batch(train_split, order[b * cfg.batch_size:(b + 1) * cfg.batch_size],
-                                    cfg.loss_on)
-            loss = masked_loss(model(x), y, mask)
-            value = loss.item()
-            if not math.isfinite(value):
-                raise NonFiniteLoss(f"loss became {value} at step {s['step']} (epoch {epoch}); "
-                                    "lower the learning rate or check the data")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            lr = opt.param_groups[0]["lr"]
-            opt.step()
-            sched.step()
-            dt = time.perf_counter() - t0
-            s["seconds"] += dt
-            s["tokens"] += x.numel()
-            s["step"] += 1
-            s["train_curve"].append({"step": s["step"], "epoch": epoch, "loss": value, "lr": lr,
-                                     "tokens_per_s": x.numel() / dt})
-            end_of_epoch = b == per_epoch - 1
-            if end_of_epoch or (cfg.val_every and s["step"] % cfg.val_every == 0):
-                validate(epoch)
+        step = s["step"]
+        epoch = batches.epoch(step)
+        t0 = time.perf_counter()
+        x, y, mask = batches(step)
+        loss = training_loss(model, x, y, mask, cfg.progressive)
+        value = loss.item()
+        if not math.isfinite(value):
+            raise NonFiniteLoss(f"loss became {value} at step {step} (epoch {epoch}); "
+                                "lower the learning rate or check the data")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        lr = opt.param_groups[0]["lr"]
+        opt.step()
+        sched.step()
+        dt = time.perf_counter() - t0
+        s["seconds"] += dt
+        s["tokens"] += mask.numel()
+        s["step"] += 1
+        s["train_curve"].append({"step": s["step"], "epoch": epoch, "loss": value, "lr": lr,
+                                 "tokens_per_s": mask.numel() / dt})
+        boundary = batches.epoch_end(step)
+        if boundary or (cfg.val_every and s["step"] % cfg.val_every == 0):
+            validate(epoch)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{value:.4f}", best_val=f"{s['best_val_loss']:.4f}")
+        if s["step"] % cfg.checkpoint_every == 0 or boundary:
+            save(finished=False)
+        if halt_after is not None and s["step"] >= halt_after:
             if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{value:.4f}", best_val=f"{s['best_val_loss']:.4f}")
-            if s["step"] % cfg.checkpoint_every == 0 or end_of_epoch:
-                save(finished=False)
-            if halt_after is not None and s["step"] >= halt_after:
-                if bar is not None:
-                    bar.close()
-                return None
+                bar.close()
+            return None
     if bar is not None:
         bar.close()
     save(finished=True)

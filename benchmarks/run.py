@@ -1,6 +1,6 @@
 """Benchmarks: every number is printed beside a reference measured in the same run.
 
-    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,gen]
+    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,gen,abacus]
 
 - steps:  train-step time (forward, backward, LAMB) of every expr model/size at the cpu
           profile's batch, with model FLOP/s as a fraction of this machine's fp32 matmul peak
@@ -10,6 +10,7 @@
           (goal >= 3x), forward + backward.
 - decode: cached greedy decoding against recomputing the whole prefix for every token (goal >= 5x).
 - gen:    problem generation, pooled fast generator against the plain single-process one.
+- abacus: vectorized Abacus positions against a per-sample Python loop, batch 256 (goal >= 50x).
 The machines are shared and noisy: compare ratios, not seconds, across runs.
 """
 
@@ -47,6 +48,35 @@ def build(model: str, size: str, params: dict):
     torch.manual_seed(0)
     return build_model(model, params["models"][model]["sizes"][size], vocab_size=19,
                        dropout=params["models"][model]["dropout"], max_len=48, pad_id=3)
+
+
+def loop_positions(is_digit: torch.Tensor) -> torch.Tensor:
+    """Abacus positions the obvious way: a Python loop over samples and tokens."""
+    rows = []
+    for row in is_digit.tolist():
+        run, out = 0, []
+        for d in row:
+            run = run + 1 if d else 0
+            out.append(run)
+        rows.append(out)
+    return torch.tensor(rows)
+
+
+def bench_abacus(batch, repeats):
+    """Vectorized Abacus positions vs the per-sample loop, on real training batches."""
+    from arithrepro.models.abacus import abacus_positions
+    from arithrepro.tasks.abacus import sample
+
+    g = torch.Generator().manual_seed(0)
+    n1, n2 = (torch.randint(1, 21, (batch,), generator=g) for _ in range(2))
+    tokens, _, _ = sample(n1, n2, g)
+    is_digit = tokens < 10
+    assert torch.equal(abacus_positions(is_digit), loop_positions(is_digit))
+    fast = best_of(lambda: abacus_positions(is_digit), repeats)
+    slow = best_of(lambda: loop_positions(is_digit), repeats)
+    print(f"\n== Abacus positions, batch {batch} of 20-digit additions ({tokens.size(1)} tokens)")
+    print(f"per-sample loop {1e3 * slow:.2f} ms   vectorized {1e3 * fast:.3f} ms   "
+          f"speed-up {slow / fast:.0f}x (goal 50x)")
 
 
 def model_flops(net, tokens: int) -> float:
@@ -152,7 +182,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=None, help="default: the cpu profile's batch")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gen-n", type=int, default=200_000)
-    ap.add_argument("--only", default="steps,mfu,retran,decode,gen")
+    ap.add_argument("--only", default="steps,mfu,retran,decode,gen,abacus")
     args = ap.parse_args()
     params = yaml.safe_load(open(args.params))
     batch = args.batch or params["profiles"]["cpu"]["expr"]["train"]["batch_size"]
@@ -171,6 +201,8 @@ def main() -> None:
         bench_decode(params, batch, args.repeats)
     if "gen" in only:
         bench_gen(args.gen_n)
+    if "abacus" in only:
+        bench_abacus(256, max(args.repeats, 5))
 
 
 if __name__ == "__main__":

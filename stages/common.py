@@ -31,8 +31,9 @@ class paths:
         return Path("plots") / task / "val" / f"{cell}.csv"
 
     @staticmethod
-    def by_length(task: str, cell: str | None = None) -> Path:
-        d = Path("plots") / task / "by_length"
+    def evaluation(task: str, cell: str | None = None) -> Path:
+        """Per-cell evaluation rows: by length (expr, looped), by operand digits (abacus)."""
+        d = Path("plots") / task / "eval"
         return d if cell is None else d / f"{cell}.csv"
 
     @staticmethod
@@ -52,7 +53,7 @@ params_option = click.option(
 def cell_options(f):
     """--task --model --size --seed: one cell of the grid."""
     for opt in reversed([
-        click.option("--task", required=True, help="Task name, e.g. expr."),
+        click.option("--task", required=True, help="Task name: expr, abacus or looped."),
         click.option("--model", required=True, help="Model name, one of <task>.models."),
         click.option("--size", required=True, help="Size name, one of models.<model>.sizes."),
         click.option("--seed", required=True, type=int, help="Seed of the run."),

@@ -11,13 +11,14 @@ from arithrepro.stages.common import done, friendly_errors, params_option, paths
 
 @click.command("generate-datasets")
 @params_option
-@click.option("--task", required=True, help="Task name, e.g. expr.")
+@click.option("--task", required=True, help="Task name: expr, abacus or looped.")
 @friendly_errors
 def generate_datasets(params_path: str, task: str) -> None:
     """Generate a task's datasets, deterministic from their seeds.
 
     Reads params: profile, profiles.<profile>.<task>.data, <task>.data.
-    Writes data/<task>/ (expr: {train,valid,test,ood}.parquet, lengths.csv, meta.json).
+    Writes data/<task>/ (expr: {train,valid,test,ood}.parquet, lengths.csv, meta.json;
+    abacus: {grid,valid}.parquet, meta.json; looped: {eval,valid}.parquet, meta.json).
     """
     from tqdm import tqdm
 
@@ -28,8 +29,7 @@ def generate_datasets(params_path: str, task: str) -> None:
     if task not in TASKS:
         raise config.ParamsError(f"--task = {task!r}: expected one of {', '.join(TASKS)}")
     t0 = time.perf_counter()
-    n = config.profile_block(params, task)["data"]
-    total = sum(v for k, v in n.items() if k.startswith("n_"))
+    total = TASKS[task].generate_count(params)
     with tqdm(total=total, desc=f"generate {task}", unit="problem", unit_scale=True,
               dynamic_ncols=True) as bar:
         summary = TASKS[task].generate(params, paths.data(task), progress=bar.update)

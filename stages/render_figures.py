@@ -13,8 +13,9 @@ from arithrepro.stages.common import done, friendly_errors, params_option, paths
 def render_figures(params_path: str) -> None:
     """Draw each task's figures.
 
-    Reads metrics/summary.csv, plots/<task>/by_length/*.csv and data/<task>/lengths.csv
-    (params.yaml is only validated). Writes plots/<task>/*.png.
+    Reads metrics/summary.csv, plots/<task>/eval/*.csv and data/<task>/ (expr: lengths.csv;
+    abacus, looped: meta.json); params.yaml is only validated. Writes plots/<task>/*.png
+    (abacus: also plots/abacus/heatmaps/<cell>.png).
     """
     import pandas as pd
 
@@ -30,6 +31,5 @@ def render_figures(params_path: str) -> None:
     for task, render in FIGURES.items():
         rows = summary[summary["task"] == task]
         if len(rows):
-            written += render(rows, paths.by_length(task), paths.data(task) / "lengths.csv",
-                              paths.plots / task)
+            written += render(rows, paths.evaluation(task), paths.data(task), paths.plots / task)
     done(f"render-figures: {len(written)} figures -> " + ", ".join(str(p) for p in written))

@@ -18,9 +18,9 @@ from arithrepro.stages.common import (cell_options, default_device, done, friend
 def train(params_path: str, task: str, model: str, size: str, seed: int) -> None:
     """Train one model of the grid; resume from its checkpoint if a run was cut short.
 
-    Reads params: profile, profiles.<profile>.<task>.train, train, models.<model>.{lr,dropout},
-    models.<model>.sizes.<size>;
-    and data/<task>/{train,valid}.parquet, meta.json.
+    Reads params: profile, <task>.train, profiles.<profile>.<task>.{train,model},
+    models.<model>.{lr,dropout}, models.<model>.sizes.<size>, and the task's data keys;
+    and data/<task>/ (expr: {train,valid}.parquet; abacus, looped: valid.parquet; meta.json).
     Writes runs/<task>/<model>-<size>-<seed>/{model.pt,train.json,checkpoint.pt},
     plots/<task>/curves/<cell>.csv (loss, lr, tokens/s per step) and
     plots/<task>/val/<cell>.csv (validation loss).
@@ -39,28 +39,25 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     c = config.cell(params, task, model, size, seed)
     t = TASKS[task]
     data_dir = paths.data(task)
-    train_split, valid_split = t.load(data_dir, "train"), t.load(data_dir, "valid")
-    prof = config.profile_block(params, task)
+    prof = config.profile_block(params, task)["train"]
+    loop = params[task]["train"]
     m = params["models"][model]
-    cfg = TrainConfig(lr=float(m["lr"]), batch_size=prof["train"]["batch_size"],
-                      epochs=prof["train"]["epochs"], seed=seed,
-                      warmup_frac=float(params["train"]["warmup_frac"]),
-                      loss_on=params["train"]["loss_on"],
-                      weight_decay=float(params["train"]["weight_decay"]),
-                      val_every=prof["train"]["val_every"],
-                      checkpoint_every=prof["train"]["checkpoint_every"],
-                      eval_batch_size=4 * prof["train"]["batch_size"])
-    arch = {"model": model, "size": m["sizes"][size], "dropout": float(m["dropout"]),
-            "vocab_size": len(t.vocab), "max_len": t.max_len(data_dir), "pad_id": t.pad_id}
-    torch.manual_seed(seed)
-    net = build_model(model, arch["size"], vocab_size=arch["vocab_size"], dropout=arch["dropout"],
-                      max_len=arch["max_len"], pad_id=arch["pad_id"])
+    cfg = TrainConfig(lr=float(prof.get("lr", m["lr"])), seed=seed, optimizer=loop["optimizer"],
+                      schedule=loop["schedule"], warmup_frac=float(loop["warmup_frac"]),
+                      weight_decay=float(loop["weight_decay"]),
+                      progressive=bool(loop.get("progressive", False)),
+                      val_every=prof["val_every"], checkpoint_every=prof["checkpoint_every"],
+                      eval_batch_size=4 * prof["batch_size"])
+    arch = {"model": model, "size": config.architecture(params, task, model, size),
+            "dropout": float(m["dropout"]), "dims": t.dims(params, data_dir)}
     device = default_device()
-    net.to(device)
-    train_split, valid_split = train_split.to(device), valid_split.to(device)
+    batches = t.train_batches(params, data_dir, seed, device)
+    valid = t.valid_set(params, data_dir, device)
+    torch.manual_seed(seed)
+    net = build_model(model, arch["size"], dropout=arch["dropout"], **arch["dims"]).to(device)
     run_dir = paths.run(task, c.name)
-    fingerprint = _fingerprint(arch, cfg, data_dir)
-    result = fit(net, t, train_split, valid_split, cfg, run_dir / "checkpoint.pt", fingerprint)
+    fingerprint = _fingerprint(arch, cfg, batches.steps, data_dir)
+    result = fit(net, batches, valid, cfg, run_dir / "checkpoint.pt", fingerprint)
     state = {k: v.cpu() for k, v in net.state_dict().items()}
     save_torch(run_dir / "model.pt", {**arch, "state_dict": state})
     summary = {k: v for k, v in result.items() if not k.endswith("_curve")}
@@ -73,11 +70,12 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
          f"{count_params(net):,} params -> {run_dir}")
 
 
-def _fingerprint(arch: dict, cfg, data_dir) -> str:
+def _fingerprint(arch: dict, cfg, steps: int, data_dir) -> str:
     """What a checkpoint must match to be resumed: the model, the loop's config and the data."""
     from dataclasses import asdict
 
-    h = hashlib.sha256(json.dumps([arch, asdict(cfg)], sort_keys=True).encode())
-    for name in ("train.parquet", "valid.parquet", "meta.json"):
-        h.update((data_dir / name).read_bytes())
+    h = hashlib.sha256(json.dumps([arch, asdict(cfg), steps], sort_keys=True).encode())
+    for path in sorted(p for p in data_dir.rglob("*") if p.is_file()):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
     return h.hexdigest()

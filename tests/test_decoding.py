@@ -4,9 +4,8 @@ import pytest
 import torch
 
 from arithrepro.evaluate import accuracy_by, greedy_decode
-from arithrepro.models import MODELS
 
-from tests.test_models import build
+from tests.test_models import LM_NAMES, build
 
 def brute_force(model, prompt: torch.Tensor, max_new: int, stop: int) -> list[int]:
     """Recompute the whole forward pass for every new token of a single sample."""
@@ -22,7 +21,7 @@ def brute_force(model, prompt: torch.Tensor, max_new: int, stop: int) -> list[in
     return out + [stop] * (max_new - len(out))
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", LM_NAMES)
 def test_greedy_decode_matches_brute_force(name):
     torch.manual_seed(1)
     model = build(name, "small", max_len=40).eval()

@@ -52,7 +52,7 @@ def metrics(path: Path) -> dict:
 
 def test_smoke_pipeline_end_to_end(clone):
     out = sh(["dvc", "exp", "run", "-S", "profile=smoke"], clone)
-    assert "Running stage 'train@expr-retran-large-0'" in out
+    assert "Running stage 'train-expr@retran-large-0'" in out
     summary = json.loads((clone / "metrics" / "summary.json").read_text())
     cells = {f"{m}-{s}-0" for m in ("gpt", "lstm", "retran") for s in ("small", "medium", "large")}
     assert set(summary["expr"]) == cells
@@ -60,11 +60,24 @@ def test_smoke_pipeline_end_to_end(clone):
         assert {"params", "test_acc", "ood_acc", "best_val_loss", "train_seconds"} <= set(record)
         assert 0 <= record["test_acc"] <= 1 and 0 <= record["ood_acc"] <= 1
     assert summary["expr"]["gpt-large-0"]["params"] == 1_194_496
+    assert set(summary["abacus"]) == {"abacus-l2r2-0"}
+    assert set(summary["looped"]) == {"standard-notebook-0", "looped-notebook-0"}
+    for task in ("abacus", "looped"):
+        for record in summary[task].values():
+            assert {"params", "train_seconds", "id_acc", "ood_acc"} <= set(record)
+    assert {"acc_r1", "acc_r2", "ood_r1", "acc_diag8"} <= set(summary["abacus"]["abacus-l2r2-0"])
+    assert {"acc_len8", "acc_len24", "digit_acc_len24"} <= set(summary["looped"]["looped-notebook-0"])
+    assert summary["looped"]["standard-notebook-0"]["params"] == 810_122
     csv = (clone / "metrics" / "summary.csv").read_text().splitlines()
-    assert csv[0].startswith("task,model,size,seed") and len(csv) == 10
-    assert (clone / "metrics" / "expr.md").read_text().startswith("### expr")
-    for name in FIGURES:
-        assert (clone / "plots" / "expr" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert csv[0].startswith("task,model,size,seed") and len(csv) == 13
+    for task in ("expr", "abacus", "looped"):
+        assert (clone / "metrics" / f"{task}.md").read_text().startswith(f"### {task}")
+    assert "looped: exact match by length" in (clone / "metrics" / "looped.md").read_text()
+    pngs = [f"expr/{name}.png" for name in FIGURES] + [
+        "abacus/heatmaps/abacus-l2r2-0.png", "abacus/ood_vs_recurrences.png",
+        "looped/accuracy_vs_digits.png"]
+    for name in pngs:
+        assert (clone / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     for split in ("train", "valid", "test", "ood"):
         assert (clone / "data" / "expr" / f"{split}.parquet").is_file()
     assert "plots/expr/curves" in sh(["dvc", "plots", "show", "--json"], clone)
@@ -80,8 +93,8 @@ def test_smoke_pipeline_end_to_end(clone):
     # A GPT learning rate re-runs the GPT cells and what follows them, nothing else.
     out = sh(["dvc", "exp", "run", "-S", "models.gpt.lr=0.02"], clone)
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
-    assert {f"train@expr-gpt-{s}-0" for s in ("small", "medium", "large")} <= ran
-    assert not any("lstm" in r or "retran" in r or r.startswith("generate") for r in ran), ran
+    assert {f"train-expr@gpt-{s}-0" for s in ("small", "medium", "large")} <= ran
+    assert not any(w in r for r in ran for w in ("lstm", "retran", "abacus", "looped", "generate")), ran
     assert "aggregate-tables" in ran
 
 

@@ -246,7 +246,7 @@ def _figure_inputs(root: Path) -> tuple[pd.DataFrame, Path, Path]:
         _by_length(r).to_csv(by_length / f"{_cell(r)}.csv", index=False)
     lengths = root / "lengths.csv"
     _lengths().to_csv(lengths, index=False)
-    return summary, by_length, lengths
+    return summary, by_length, root
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from arithrepro.tasks.expr import TASK
-from arithrepro.train import NonFiniteLoss, TrainConfig, fit, lr_factor
+from arithrepro.train import EpochBatches, NonFiniteLoss, TrainConfig, fit, lr_factor
 from tests.test_expr_task import split_of
 from tests.test_models import build
 
@@ -29,18 +29,25 @@ def test_schedule_warms_up_from_zero_then_decays_to_zero():
     assert f[-1] == pytest.approx(1 / 90) and lr_factor(total, total, warmup) == 0
 
 
-def run(tmp_path, name, cfg, halt_after=None, model=None):
+def sources(cfg, batch_size, epochs):
     train, valid = tiny_splits()
+    batches = EpochBatches(lambda idx: TASK.batch(train, idx), len(train), batch_size, epochs,
+                           cfg.seed, "cpu")
+    return batches, (lambda idx: TASK.batch(valid, idx), len(valid))
+
+
+def run(tmp_path, name, cfg, halt_after=None, model=None, batch_size=16, epochs=2, fp="fp"):
+    batches, valid = sources(cfg, batch_size, epochs)
     torch.manual_seed(cfg.seed)
     model = model or build(name, "small")
-    result = fit(model, TASK, train, valid, cfg, tmp_path / "checkpoint.pt", "fp",
+    result = fit(model, batches, valid, cfg, tmp_path / "checkpoint.pt", fp,
                  halt_after=halt_after, progress=False)
     return model, result
 
 
 @pytest.mark.parametrize("name", ["gpt", "lstm", "retran"])
 def test_killed_run_resumes_bit_identical(tmp_path, name):
-    cfg = TrainConfig(lr=0.01, batch_size=16, epochs=2, seed=3, val_every=4, checkpoint_every=5)
+    cfg = TrainConfig(lr=0.01, seed=3, val_every=4, checkpoint_every=5)
     straight, r1 = run(tmp_path / "a", name, cfg)
     # "Kill" after step 8: the last checkpoint is from step 5, so steps 6-8 are redone.
     _, halted = run(tmp_path / "b", name, cfg, halt_after=8)
@@ -55,7 +62,7 @@ def test_killed_run_resumes_bit_identical(tmp_path, name):
 
 
 def test_best_validation_state_is_restored(tmp_path):
-    cfg = TrainConfig(lr=0.01, batch_size=16, epochs=2, seed=0, val_every=2, checkpoint_every=50)
+    cfg = TrainConfig(lr=0.01, seed=0, val_every=2, checkpoint_every=50)
     model, result = run(tmp_path, "lstm", cfg)
     best = min(result["val_curve"], key=lambda r: r["val_loss"])
     assert result["best_val_loss"] == best["val_loss"] and result["best_step"] == best["step"]
@@ -68,16 +75,17 @@ def test_non_finite_loss_stops_with_a_clear_message(tmp_path):
     model = build("gpt", "small")
     with torch.no_grad():
         model.head.weight.fill_(math.inf)
-    cfg = TrainConfig(lr=0.01, batch_size=16, epochs=1, seed=0)
+    cfg = TrainConfig(lr=0.01, seed=0)
     with pytest.raises(NonFiniteLoss, match="loss became nan at step 0"):
-        run(tmp_path, "gpt", cfg, model=model)
+        run(tmp_path, "gpt", cfg, model=model, epochs=1)
 
 
 def test_other_fingerprint_starts_afresh(tmp_path):
-    cfg = TrainConfig(lr=0.01, batch_size=16, epochs=1, seed=0, checkpoint_every=2)
-    run(tmp_path, "lstm", cfg, halt_after=4)
-    train, valid = tiny_splits()
-    torch.manual_seed(0)
-    result = fit(build("lstm", "small"), TASK, train, valid, cfg, tmp_path / "checkpoint.pt",
-                 "another", progress=False)
+    cfg = TrainConfig(lr=0.01, seed=0, checkpoint_every=2)
+    run(tmp_path, "lstm", cfg, halt_after=4, epochs=1)
+    _, result = run(tmp_path, "lstm", cfg, epochs=1, fp="another")
     assert result["train_curve"][0]["step"] == 1
+
+
+def test_constant_schedule_after_warmup():
+    assert [lr_factor(s, 10, 2, "constant") for s in range(10)] == [0.5] + [1.0] * 9

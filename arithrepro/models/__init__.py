@@ -1,5 +1,12 @@
 """Model registry: one line per model. Builders import torch lazily so `--help` and params
-validation stay fast."""
+validation stay fast.
+
+A model's architecture fields come from models.<name>.sizes.<size> (`size_fields`) and, for
+models whose width is part of a budget, from profiles.<profile>.<task>.model (`budget_fields`).
+`kind` says what a task must provide: "lm" models take token sequences (vocab_size, max_len,
+pad_id), "abacus-lm" ones also which tokens are digits and the longest digit runs, and
+"classifier" models take digit pairs and classify each position. A task accepts one kind.
+"""
 
 from __future__ import annotations
 
@@ -13,31 +20,49 @@ from arithrepro.config import ParamsError, integer
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
-    module: str          # arithrepro.models.<module> defines build(size, vocab_size, dropout, max_len, pad_id)
+    builder: str         # "module:function" under arithrepro.models; called as f(size, dropout=, **dims)
+    kind: str            # "lm" | "abacus-lm" | "classifier"
     size_fields: tuple[str, ...]
-    attention: bool      # needs d_sa divisible by heads with an even head size (rotary)
+    budget_fields: tuple[str, ...] = ()
+    rotary: bool = False  # attention with rotary embeddings: head size must be even
 
     def size_schema(self) -> dict:
         return {f: integer(1) for f in self.size_fields}
 
-    def check_size(self, key: str, size: dict) -> None:
-        if self.attention:
-            d_sa, heads = size["d_sa"], size["heads"]
-            if d_sa % heads or (d_sa // heads) % 2:
-                raise ParamsError(f"{key}.d_sa = {d_sa}: expected a multiple of heads ({heads}) "
-                                  "with an even head size (rotary embeddings rotate pairs)")
+    def budget_schema(self) -> dict:
+        return {f: integer(1) for f in self.budget_fields}
 
-    def build(self, size: dict, *, vocab_size: int, dropout: float, max_len: int, pad_id: int) -> Any:
-        module = import_module(f"arithrepro.models.{self.module}")
-        return module.build(size, vocab_size=vocab_size, dropout=dropout, max_len=max_len, pad_id=pad_id)
+    def check_size(self, key: str, size: dict) -> None:
+        """Checks across fields of the (merged) architecture."""
+        heads = size.get("heads")
+        if heads is None:
+            return
+        d_sa = size.get("d_sa", size.get("d_model"))
+        field = "d_sa" if "d_sa" in size else "d_model"
+        if d_sa % heads:
+            raise ParamsError(f"{key}.{field} = {d_sa}: expected a multiple of heads ({heads})")
+        if self.rotary and (d_sa // heads) % 2:
+            raise ParamsError(f"{key}.{field} = {d_sa}: expected a multiple of heads ({heads}) "
+                              "with an even head size (rotary embeddings rotate pairs)")
+
+    def build(self, size: dict, *, dropout: float, **dims) -> Any:
+        module, function = self.builder.split(":")
+        return getattr(import_module(f"arithrepro.models.{module}"), function)(
+            size, dropout=dropout, **dims)
 
 
 _ATTN = ("d_model", "d_ff", "d_sa", "layers", "heads")
 
 MODELS: dict[str, ModelSpec] = {
-    "gpt": ModelSpec("gpt", "transformer", _ATTN, attention=True),
-    "lstm": ModelSpec("lstm", "recurrent", ("d_model", "d_ff", "layers"), attention=False),
-    "retran": ModelSpec("retran", "retran", _ATTN, attention=True),
+    "gpt": ModelSpec("gpt", "transformer:build", "lm", _ATTN, rotary=True),
+    "lstm": ModelSpec("lstm", "recurrent:build", "lm", ("d_model", "d_ff", "layers")),
+    "retran": ModelSpec("retran", "retran:build", "lm", _ATTN, rotary=True),
+    "abacus": ModelSpec("abacus", "abacus:build", "abacus-lm", ("block_layers", "recurrences"),
+                        budget_fields=("d_model", "d_ff", "heads", "offset_k")),
+    "standard": ModelSpec("standard", "looped:build_standard", "classifier",
+                          ("d_model", "d_ff", "layers", "heads")),
+    "looped": ModelSpec("looped", "looped:build_looped", "classifier",
+                        ("d_model", "d_ff", "heads", "loop_offset")),
 }
 
 

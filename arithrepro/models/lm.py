@@ -1,10 +1,13 @@
-"""The wrapper every expr model shares: token embedding -> core -> head, logits / sqrt(d_model).
+"""The wrapper every language model shares: token embedding (+ positions) -> core -> head.
 
 A core maps embedded inputs (B, T, d) to outputs (B, T, d) and carries a decoding state:
     core(h, keep, state, pos) -> (h, state)
 `state=None` means "start of sequence, nothing to keep" (training); a state from
 `core.init_state(batch, max_len)` is filled in place while decoding, `pos` being the position of
 h[:, 0]. `keep` (B, T) is False at padding, where recurrent state must not change.
+
+A positions module (Abacus embeddings) adds to the token embedding; it may need a running
+decoding state of its own, kept beside the core's.
 """
 
 from __future__ import annotations
@@ -16,25 +19,43 @@ from torch import nn
 
 
 class LanguageModel(nn.Module):
-    def __init__(self, core: nn.Module, vocab_size: int, d_model: int, dropout: float, pad_id: int):
+    def __init__(self, core: nn.Module, vocab_size: int, d_model: int, dropout: float, pad_id: int,
+                 positions: nn.Module | None = None, logit_scale: bool = True):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, d_model)
+        self.positions = positions
         self.drop = nn.Dropout(dropout)
         self.core = core
         self.head = nn.Linear(d_model, vocab_size, bias=False)
-        self.scale = 1.0 / math.sqrt(d_model)
+        # The ReTran source divides the logits by sqrt(d_model); the other sources do not.
+        self.scale = 1.0 / math.sqrt(d_model) if logit_scale else 1.0
         self.pad_id = pad_id
+
+    def _embed(self, tokens, pos_state):
+        h = self.embed(tokens)
+        if self.positions is not None:
+            h = h + self.positions(tokens, pos_state)
+        return self.drop(h)
 
     def forward(self, tokens: torch.Tensor, state=None, pos: int = 0):
         """tokens (B, T) -> logits (B, T, V); with a state, also the updated state."""
         keep = tokens != self.pad_id
-        h, state_out = self.core(self.drop(self.embed(tokens)), keep, state, pos)
+        core_state, pos_state = state if self.positions is not None and state is not None else (state, None)
+        h, _ = self.core(self._embed(tokens, pos_state), keep, core_state, pos)
         logits = self.head(h) * self.scale
-        return logits if state is None else (logits, state_out)
+        return logits if state is None else (logits, state)
+
+    def progressive(self, tokens: torch.Tensor, exit_at: int) -> list[torch.Tensor]:
+        """Training logits after all recurrences and, when exit_at is fewer, after exit_at."""
+        hs, _ = self.core(self._embed(tokens, None), tokens != self.pad_id, None, 0, exit_at=exit_at)
+        return [self.head(h) * self.scale for h in hs]
 
     def init_state(self, batch: int, max_len: int):
         p = next(self.parameters())
-        return self.core.init_state(batch, max_len, device=p.device, dtype=p.dtype)
+        core_state = self.core.init_state(batch, max_len, device=p.device, dtype=p.dtype)
+        if self.positions is None:
+            return core_state
+        return core_state, self.positions.init_state(batch, device=p.device)
 
 
 def count_params(model: nn.Module) -> int:

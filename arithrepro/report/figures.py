@@ -1,4 +1,4 @@
-"""Each task's PNG figures, drawn from metrics/summary.csv and the per-length accuracies.
+"""Each task's PNG figures, drawn from metrics/summary.csv and the per-cell evaluation rows.
 
 FIGURES maps a task to the function that draws its figures; a new task adds its own.
 matplotlib is imported inside the functions: importing this module (the CLI does, to list
@@ -173,14 +173,15 @@ def _seeds_per_cell(summary: pd.DataFrame) -> pd.Series:
 
 # --- expr ----------------------------------------------------------------------------------
 
-def render_expr(summary: pd.DataFrame, by_length_dir: Path, lengths_csv: Path,
+def render_expr(summary: pd.DataFrame, by_length_dir: Path, data_dir: Path,
                 out_dir: Path) -> list[Path]:
     """The expr figures under out_dir; returns their paths.
 
     summary: the expr rows of metrics/summary.csv; by_length_dir: <cell>.csv per-length
-    accuracies; lengths_csv: data/expr/lengths.csv.
+    accuracies; data_dir: data/expr (its lengths.csv).
     """
-    by_length_dir, lengths_csv, out_dir = Path(by_length_dir), Path(lengths_csv), Path(out_dir)
+    by_length_dir, out_dir = Path(by_length_dir), Path(out_dir)
+    lengths_csv = Path(data_dir) / "lengths.csv"
     _require(summary, {"model", "size", "seed", "params", "test_acc", "best_val_loss"},
              "summary")
     if summary.empty:
@@ -308,4 +309,11 @@ def _length_distribution(plt, lengths: pd.DataFrame):
     return fig
 
 
-FIGURES = {"expr": render_expr}
+def _length_tasks():
+    from arithrepro.report.length_figures import render_abacus, render_looped
+
+    return {"abacus": render_abacus, "looped": render_looped}
+
+
+# Each renderer: (summary rows of the task, plots/<task>/eval, data/<task>, plots/<task>).
+FIGURES = {"expr": render_expr, **_length_tasks()}

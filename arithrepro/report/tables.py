@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -18,7 +19,10 @@ from arithrepro.io import write_frame, write_json, write_text
 
 KEYS = ["task", "model", "size", "seed"]
 # Metrics shown first in the markdown tables; any others follow in record order.
-PREFERRED = ["test_acc", "ood_acc", "best_val_loss", "train_seconds"]
+PREFERRED = ["test_acc", "id_acc", "ood_acc", "best_val_loss", "train_seconds"]
+# Per-length / per-recurrence metrics: shown in their task's own table (EXTRA_TABLES), one row
+# per length or count, rather than as a dozen columns of the main table.
+FAMILY = re.compile(r"^(acc_len|digit_acc_len|acc_r|ood_r)\d+$")
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -150,7 +154,8 @@ def _plain(value) -> int | float | None:
 def default_metrics(df: pd.DataFrame, task: str) -> list[str]:
     """The task's metrics (params aside, which has its own column), common ones first."""
     rows = df[df["task"] == task]
-    present = [m for m in metric_names(df) if m != "params" and rows[m].notna().any()]
+    present = [m for m in metric_names(df) if m != "params" and rows[m].notna().any()
+               and not FAMILY.match(m)]
     return [m for m in PREFERRED if m in present] + [m for m in present if m not in PREFERRED]
 
 
@@ -239,6 +244,40 @@ def _render(header: list[str], body: list[list[str]]) -> str:
                       *(line(r) for r in rows[1:])])
 
 
+# --- task-specific views ----------------------------------------------------------------------
+
+def by_suffix_table(rows: pd.DataFrame, prefix: str, label: str, title: str, note: str) -> str:
+    """Metrics named <prefix><n> as rows by n, one column per (model, size): e.g. the looped
+    task's exact match by length (acc_len8, acc_len12, ...)."""
+    names = [m for m in metric_names(rows) if m.startswith(prefix) and m[len(prefix):].isdigit()
+             and rows[m].notna().any()]
+    names.sort(key=lambda m: int(m[len(prefix):]))
+    cells = _cells(rows)
+    header = [label] + [f"{model} {size}" for (model, size), _ in cells]
+    body = [[m[len(prefix):]] + [format_stat("x_acc", [float(v) for v in group[m].dropna()])
+                                 for _, group in cells] for m in names]
+    return f"### {title}\n\n{note}\n\n{_render(header, body)}\n"
+
+
+def _looped_tables(rows: pd.DataFrame) -> str:
+    note = "Mean ± std over seeds; whole-number exact match, then per-digit accuracy."
+    return (by_suffix_table(rows, "acc_len", "digits", "looped: exact match by length", note)
+            + "\n" + by_suffix_table(rows, "digit_acc_len", "digits",
+                                     "looped: per-digit accuracy by length", ""))
+
+
+def _abacus_tables(rows: pd.DataFrame) -> str:
+    note = ("Mean accuracy over the grid's cells beyond the training length, at each inference "
+            "recurrence count (the model is trained at one count).")
+    return (by_suffix_table(rows, "ood_r", "recurrences", "abacus: out-of-distribution accuracy "
+                            "by recurrences", note)
+            + "\n" + by_suffix_table(rows, "acc_r", "recurrences",
+                                     "abacus: whole-grid accuracy by recurrences", ""))
+
+
+EXTRA_TABLES = {"looped": _looped_tables, "abacus": _abacus_tables}
+
+
 # --- the stage -------------------------------------------------------------------------------
 
 def write_all(metrics_dir: Path, tasks: list[str]) -> str:
@@ -250,7 +289,10 @@ def write_all(metrics_dir: Path, tasks: list[str]) -> str:
     write_frame(written[1], summary_csv(df))
     for task in tasks:
         path = metrics_dir / f"{task}.md"
-        write_text(path, markdown_table(df, task, default_metrics(df, task)))
+        text = markdown_table(df, task, default_metrics(df, task))
+        if task in EXTRA_TABLES:
+            text += "\n" + EXTRA_TABLES[task](df[df["task"] == task])
+        write_text(path, text)
         written.append(path)
     return (f"{_count(len(df), 'run')}, {_count(len(tasks), 'task')} -> "
             + ", ".join(str(p) for p in written))

@@ -1,10 +1,12 @@
 """Task registry: one line per task. A task knows its params, its data, its batches and its
-scoring (see expr.py for the interface); the pipeline around it is shared."""
+scoring (the interface is in common.py); the pipeline around it is shared."""
 
 from __future__ import annotations
 
-from arithrepro.tasks import expr
+from arithrepro.tasks import abacus, expr, looped
 
 TASKS = {
     "expr": expr.TASK,
+    "abacus": abacus.TASK,
+    "looped": looped.TASK,
 }

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from arithrepro.config import ParamsError, choice, fail, integer, list_of
+from arithrepro.config import Optional, ParamsError, choice, integer, number
+from arithrepro.tasks.common import TaskBase, train_schema
 
 VOCAB = ["<start>", "=", "<stop>", "<pad>", *"0123456789", "-", "+", "*", "(", ")"]
 START, EQ, STOP, PAD = 0, 1, 2, 3
@@ -72,21 +73,19 @@ class Split:
         return Split(self.tokens.to(device), self.eq.to(device), self.lengths.to(device))
 
 
-class ExprTask:
+class ExprTask(TaskBase):
     name = "expr"
     vocab = VOCAB
     pad_id = PAD
     stop_id = STOP
+    headline = ("test_acc", "ood_acc")
 
     # --- params ---------------------------------------------------------------------------
-    @staticmethod
-    def params_schema() -> dict:
-        from arithrepro.models import MODELS
-
+    @classmethod
+    def params_schema(cls) -> dict:
         return {
-            "models": list_of(choice(*MODELS)),
-            "sizes": list_of(lambda key, v: None if isinstance(v, str) else
-                             fail(key, v, "a size name")),
+            **cls.grid_schema(),
+            "train": train_schema(loss_on=choice("answer", "all")),
             "data": {
                 "min_in": integer(1), "max_in": integer(1),
                 "min_out": integer(0), "max_out": integer(1),
@@ -102,12 +101,13 @@ class ExprTask:
             "data": {"n_train": integer(1), "n_valid": integer(1), "n_test": integer(1),
                      "n_ood": integer(1)},
             "train": {"batch_size": integer(1), "epochs": integer(1), "val_every": integer(0),
-                      "checkpoint_every": integer(1)},
+                      "checkpoint_every": integer(1), "lr": Optional(number(0, lo_open=True))},
             "eval": {"batch_size": integer(1)},
         }
 
-    @staticmethod
-    def check_params(params: dict) -> None:
+    @classmethod
+    def check_params(cls, params: dict) -> None:
+        cls.check_grid(params)
         d = params["expr"]["data"]
         for lo, hi in (("min_in", "max_in"), ("min_out", "max_out"), ("ood_min_in", "ood_max_in")):
             if d[lo] > d[hi]:
@@ -115,12 +115,6 @@ class ExprTask:
         if d["ood_min_in"] <= d["max_in"]:
             raise ParamsError(f"expr.data.ood_min_in = {d['ood_min_in']}: expected > expr.data.max_in "
                               f"({d['max_in']}), or the OOD set is not out of distribution")
-        for model in params["expr"]["models"]:
-            known = params["models"][model]["sizes"]
-            for size in params["expr"]["sizes"]:
-                if size not in known:
-                    raise ParamsError(f"expr.sizes: {size!r} is not a size of {model}; "
-                                      f"allowed: {', '.join(known)} (models.{model}.sizes)")
 
     # --- data -----------------------------------------------------------------------------
     @staticmethod
@@ -161,11 +155,14 @@ class ExprTask:
                                            "counts": {k: len(v) for k, v in frames.items()}})
         return ", ".join(f"{k} {len(v):,}" for k, v in frames.items()) + f" -> {out_dir}"
 
-    @staticmethod
-    def max_len(data_dir: Path) -> int:
+    def generate_count(self, params: dict) -> int:
+        return sum(params["profiles"][params["profile"]]["expr"]["data"].values())
+
+    def dims(self, params: dict, data_dir: Path) -> dict:
         from arithrepro.io import read_json
 
-        return max(read_json(Path(data_dir) / "meta.json")["widths"].values())
+        widths = read_json(self.require(data_dir, "meta.json"))["widths"]
+        return {"vocab_size": len(VOCAB), "max_len": max(widths.values()), "pad_id": PAD}
 
     def load(self, data_dir: Path, split: str) -> Split:
         import pandas as pd
@@ -173,10 +170,8 @@ class ExprTask:
 
         from arithrepro.io import read_json
 
-        path = Path(data_dir) / f"{split}.parquet"
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: missing; run `arithrepro generate-datasets` first")
-        widths = read_json(Path(data_dir) / "meta.json")["widths"]
+        path = self.require(data_dir, f"{split}.parquet")
+        widths = read_json(self.require(data_dir, "meta.json"))["widths"]
         frame = pd.read_parquet(path)
         ids = encode(frame["problem"].to_numpy(), frame["answer"].to_numpy(),
                      widths["ood" if split == "ood" else "in"])
@@ -198,6 +193,20 @@ class ExprTask:
             mask &= t.unsqueeze(0) >= split.eq[idx].unsqueeze(1)
         return x, y, mask
 
+    def train_batches(self, params: dict, data_dir: Path, seed: int, device):
+        from arithrepro.train import EpochBatches
+
+        split = self.load(data_dir, "train").to(device)
+        t = params["profiles"][params["profile"]]["expr"]["train"]
+        loss_on = params["expr"]["train"]["loss_on"]
+        return EpochBatches(lambda idx: self.batch(split, idx, loss_on), len(split),
+                            t["batch_size"], t["epochs"], seed, device)
+
+    def valid_set(self, params: dict, data_dir: Path, device):
+        split = self.load(data_dir, "valid").to(device)
+        loss_on = params["expr"]["train"]["loss_on"]
+        return (lambda idx: self.batch(split, idx.to(device), loss_on)), len(split)
+
     def prompts(self, split: Split):
         """Prompt = <start> problem '='; the model must then write answer <stop>."""
         return split.tokens, split.eq + 1
@@ -215,6 +224,27 @@ class ExprTask:
         stop_at = (truth == STOP).int().argmax(1)  # the true answer always ends in <stop>
         relevant = torch.arange(width).unsqueeze(0) <= stop_at.unsqueeze(1)
         return ((generated == truth) | ~relevant).all(1)
+
+
+    # --- evaluation -----------------------------------------------------------------------
+    def eval_count(self, params: dict, model) -> int:
+        n = params["profiles"][params["profile"]]["expr"]["data"]
+        return n["n_test"] + n["n_ood"]
+
+    def evaluate(self, model, params: dict, data_dir: Path, device, progress=None):
+        """Exact match on the test and OOD sets, overall and by problem length."""
+        from arithrepro.evaluate import accuracy_by, decode_split
+
+        batch = params["profiles"][params["profile"]]["expr"]["eval"]["batch_size"]
+        metrics, rows = {}, []
+        for name in ("test", "ood"):
+            split = self.load(data_dir, name)
+            generated = decode_split(model, self, split, self.max_new_tokens(params), batch,
+                                     progress=progress)
+            correct = self.score(split, generated)
+            metrics[f"{name}_acc"] = float(correct.float().mean())
+            rows += [{"split": name, **r} for r in accuracy_by(correct, split.lengths)]
+        return metrics, rows
 
 
 TASK = ExprTask()

@@ -1,0 +1,69 @@
+"""Encoders of the looped experiment (Fan et al. 2024): one output class per input position.
+
+Input position i holds a digit pair (a_i, b_i), embedded linearly from its two one-hot vectors.
+- standard: learned absolute positions and `layers` pre-norm blocks with full attention.
+- looped: no absolute positions; one pre-norm block applied `loops` times with input injection.
+  Its attention is local: position i sees i and i - 1, with a learned per-head bias for each of
+  the two offsets, so a carry moves exactly one position per loop. Digit i of a sum depends on
+  digits 0..i, hence L + 1 positions need about L loops; we run n_positions + loop_offset loops
+  (L + 5 for a decimal L-digit problem when loop_offset = 4), at any length.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from arithrepro.models.transformer import TransformerCore, gpt2_init
+
+
+class PositionClassifier(nn.Module):
+    def __init__(self, core: TransformerCore, base: int, classes: int, d_model: int,
+                 dropout: float, max_len: int = 0, loop_offset: int | None = None):
+        super().__init__()
+        self.base = base
+        self.embed = nn.Linear(2 * base, d_model)
+        self.positions = nn.Embedding(max_len, d_model) if max_len else None
+        self.drop = nn.Dropout(dropout)
+        self.core = core
+        self.head = nn.Linear(d_model, classes)
+        self.loop_offset = loop_offset
+
+    def loops(self, n_positions: int) -> int:
+        return self.core.recurrences if self.loop_offset is None else n_positions + self.loop_offset
+
+    def forward(self, pairs: torch.Tensor) -> torch.Tensor:
+        """pairs (B, T, 2) digits -> logits (B, T, classes)."""
+        B, T, _ = pairs.shape
+        h = self.embed(F.one_hot(pairs, self.base).flatten(2).to(self.embed.weight.dtype))
+        if self.positions is not None:
+            if T > self.positions.num_embeddings:
+                raise ValueError(f"{T} positions exceed the {self.positions.num_embeddings} "
+                                 "learned absolute positions")
+            h = h + self.positions.weight[:T]
+        h, _ = self.core(self.drop(h), recurrences=self.loops(T))
+        return self.head(h)
+
+
+def build(size: dict, *, dropout: float, base: int, classes: int, max_len: int,
+          looped: bool) -> PositionClassifier:
+    d = size["d_model"]
+    if looped:
+        core = TransformerCore(d, size["d_ff"], d, 1, size["heads"], dropout, max_len,
+                               prenorm=True, rope=False, causal=False, window=2, inject=True)
+        model = PositionClassifier(core, base, classes, d, dropout, loop_offset=size["loop_offset"])
+    else:
+        core = TransformerCore(d, size["d_ff"], d, size["layers"], size["heads"], dropout, max_len,
+                               prenorm=True, rope=False, causal=False)
+        model = PositionClassifier(core, base, classes, d, dropout, max_len=max_len)
+    gpt2_init(model, size.get("layers", 1))
+    return model
+
+
+def build_standard(size: dict, **dims) -> PositionClassifier:
+    return build(size, looped=False, **dims)
+
+
+def build_looped(size: dict, **dims) -> PositionClassifier:
+    return build(size, looped=True, **dims)

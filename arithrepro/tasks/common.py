@@ -1,0 +1,82 @@
+"""What every task shares: the params blocks of its grid and training loop, and the default
+ways to draw training batches and check files.
+
+A task provides (see expr.py, abacus.py, looped.py):
+    params_schema() / profile_schema() / check_params(params)  its params.yaml blocks
+    generate(params, out_dir, progress) -> summary; generate_count(params)
+    dims(params, data_dir) -> the model builder's task-dependent arguments
+    train_batches(params, data_dir, seed, device) -> EpochBatches | StreamBatches (train.py)
+    valid_set(params, data_dir, device) -> (make_batch(idx) -> (x, y, mask), n)
+    evaluate(model, params, data_dir, device, progress) -> (metrics, rows); eval_count(...)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from arithrepro.config import (Optional, ParamsError, choice, fail, integer, list_of, number)
+
+
+def train_schema(**extra) -> dict:
+    """<task>.train: the loop's settings that do not depend on the budget."""
+    return {
+        "optimizer": choice("lamb", "adam", "adamw"),
+        "schedule": choice("linear", "constant"),
+        "warmup_frac": number(0, 1, hi_open=True),
+        "weight_decay": number(0),
+        **extra,
+    }
+
+
+class TaskBase:
+    name = ""
+    model_kind = "lm"
+    headline = ("id_acc", "ood_acc")   # the metrics a stage's summary line shows
+
+    @classmethod
+    def grid_schema(cls) -> dict:
+        from arithrepro.models import MODELS
+
+        return {
+            "models": list_of(choice(*(m for m, s in MODELS.items() if s.kind == cls.model_kind))),
+            "sizes": list_of(lambda key, v: None if isinstance(v, str) else fail(key, v, "a size name")),
+        }
+
+    @staticmethod
+    def stream_train_schema() -> dict:
+        """profiles.<p>.<task>.train for tasks that draw fresh samples every step."""
+        return {"batch_size": integer(1), "steps": integer(1), "val_every": integer(1),
+                "checkpoint_every": integer(1), "lr": Optional(number(0, lo_open=True))}
+
+    @classmethod
+    def check_grid(cls, params: dict) -> None:
+        """Every size of <task>.sizes exists for every model of <task>.models, and the merged
+        architecture (size + the profile's width) is consistent in every profile."""
+        from arithrepro.config import architecture
+        from arithrepro.models import MODELS
+
+        for model in params[cls.name]["models"]:
+            known = params["models"][model]["sizes"]
+            for size in params[cls.name]["sizes"]:
+                if size not in known:
+                    raise ParamsError(f"{cls.name}.sizes: {size!r} is not a size of {model}; "
+                                      f"allowed: {', '.join(known)} (models.{model}.sizes)")
+                if MODELS[model].budget_fields:
+                    for profile in params["profiles"]:
+                        MODELS[model].check_size(f"profiles.{profile}.{cls.name}.model",
+                                                 architecture(params, cls.name, model, size, profile))
+
+    def train_batches(self, params: dict, data_dir: Path, seed: int, device):
+        from arithrepro.train import StreamBatches
+
+        t = params["profiles"][params["profile"]][self.name]["train"]
+        return StreamBatches(self.train_sampler(params, device), t["batch_size"], t["steps"], seed)
+
+    @staticmethod
+    def require(data_dir: Path, name: str) -> Path:
+        path = Path(data_dir) / name
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: missing; run `arithrepro generate-datasets` first")
+        return path
+
+

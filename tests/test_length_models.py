@@ -1,0 +1,147 @@
+"""The abacus decoder and the looped task's encoders: counts, shapes, loops, masks, decoding."""
+
+import pytest
+import torch
+
+from arithrepro.models import MODELS
+from arithrepro.models.lm import count_params
+from arithrepro.tasks.abacus import VOCAB
+
+ABACUS_DIMS = dict(vocab_size=15, max_len=64, pad_id=14, digit_ids=list(range(10)),
+                   train_run=6, eval_run=12)
+LOOPED_DIMS = dict(base=10, classes=10, max_len=100)
+NOTEBOOK = {"standard": {"d_model": 128, "d_ff": 512, "layers": 4, "heads": 4},
+            "looped": {"d_model": 128, "d_ff": 512, "heads": 4, "loop_offset": 4}}
+LENGTH_MODELS = ["abacus", "standard", "looped"]
+
+
+def abacus(block_layers=1, recurrences=4, d=32, offset_k=8, dropout=0.0):
+    torch.manual_seed(0)
+    size = {"block_layers": block_layers, "recurrences": recurrences, "d_model": d,
+            "d_ff": 2 * d, "heads": 4, "offset_k": offset_k}
+    return MODELS["abacus"].build(size, dropout=dropout, **ABACUS_DIMS)
+
+
+def encoder(name, dropout=0.0):
+    torch.manual_seed(0)
+    return MODELS[name].build(NOTEBOOK[name], dropout=dropout, **LOOPED_DIMS)
+
+
+def block_params(d, d_ff):
+    return 4 * (d * d + d) + 2 * 2 * d + (d * d_ff + d_ff) + (d_ff * d + d)
+
+
+def test_parameter_counts():
+    d, ff = 128, 512
+    head, embed = d * 10 + 10, 2 * 10 * d + d
+    assert count_params(encoder("standard")) == embed + 100 * d + 4 * block_params(d, ff) + 2 * d + head
+    # One shared block, plus the per-head bias of the two attention offsets.
+    assert count_params(encoder("looped")) == embed + block_params(d, ff) + 4 * 2 + 2 * d + head
+    m = abacus(block_layers=2, recurrences=3, d=32)
+    positions = max(8 - 1 + 6, 12) + 1
+    assert count_params(m) == 15 * 32 + positions * 32 + 2 * block_params(32, 64) + 2 * 32 + 15 * 32
+
+
+def test_encoders_shapes_and_loop_count():
+    x = torch.randint(0, 10, (3, 9, 2))
+    for name in ("standard", "looped"):
+        assert encoder(name)(x).shape == (3, 9, 10)
+    looped = encoder("looped")
+    calls = []
+    looped.core.blocks[0].register_forward_hook(lambda *a: calls.append(1))
+    looped(torch.randint(0, 10, (2, 13, 2)))
+    assert len(calls) == 13 + 4  # positions + loop_offset = L + 5 for L = 12 digits
+    calls.clear()
+    standard = encoder("standard")
+    for b in standard.core.blocks:
+        b.register_forward_hook(lambda *a: calls.append(1))
+    standard(torch.randint(0, 10, (2, 13, 2)))
+    assert len(calls) == 4
+
+
+def test_looped_attention_moves_one_position_per_loop():
+    """With window {i-1, i}, position i after k loops depends on positions i-k..i only."""
+    model = encoder("looped").eval()
+    model.loop_offset = None  # a fixed loop count for this test
+    model.core.recurrences = 3
+    x = torch.randint(0, 10, (2, 12, 2))
+    y = x.clone()
+    y[:, 8] = (y[:, 8] + 1) % 10
+    with torch.no_grad():
+        a, b = model(x), model(y)
+    torch.testing.assert_close(a[:, :8], b[:, :8])      # nothing flows right to left
+    assert not torch.allclose(a[:, 8:11], b[:, 8:11])   # 3 loops reach positions 8..11
+    z = x.clone()
+    z[:, 0] = (z[:, 0] + 1) % 10
+    with torch.no_grad():
+        c = model(z)
+    torch.testing.assert_close(a[:, 4:], c[:, 4:])      # position 0 reaches 1..3 only
+
+
+def test_standard_model_refuses_lengths_beyond_its_positions():
+    with pytest.raises(ValueError, match="101 positions exceed the 100 learned absolute positions"):
+        encoder("standard")(torch.zeros(1, 101, 2, dtype=torch.long))
+
+
+def test_progressive_exit_equals_a_shorter_run():
+    m = abacus(recurrences=5).eval()
+    x = torch.randint(0, 15, (3, 10))
+    with torch.no_grad():
+        full, early = m.progressive(x, 2)
+        torch.testing.assert_close(full, m(x))
+        m.core.recurrences = 2
+        torch.testing.assert_close(early, m(x))
+        assert len(m.progressive(x, 2)) == 1  # n = R: the full loss only
+
+
+def test_input_injection_adds_the_embedded_input_at_each_recurrence():
+    m = abacus(recurrences=2).eval()
+    x = torch.randint(0, 15, (2, 7))
+    seen = []
+    m.core.blocks[0].register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone()))
+    with torch.no_grad():
+        m(x)
+        e = m._embed(x, None)
+        after_first = m.core.blocks[0](e)
+    torch.testing.assert_close(seen[0], e)
+    torch.testing.assert_close(seen[1], after_first + e)
+
+
+def test_abacus_cached_decoding_equals_recomputation():
+    from arithrepro.evaluate import greedy_decode
+    from tests.test_decoding import brute_force
+
+    m = abacus(recurrences=3).eval()
+    tokens = torch.randint(0, 15, (6, 14))
+    plen = torch.tensor([5, 7, 7, 9, 10, 12])
+    got = greedy_decode(m, tokens, plen, 6, VOCAB.index("$"))
+    want = [brute_force(m, tokens[i, :plen[i]], 6, VOCAB.index("$")) for i in range(6)]
+    assert got.tolist() == want
+
+
+def test_abacus_is_causal():
+    m = abacus().eval()
+    x = torch.randint(0, 15, (2, 12))
+    y = x.clone()
+    y[:, 7:] = torch.randint(0, 15, (2, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(m(x)[:, :7], m(y)[:, :7])
+
+
+def test_training_offsets_are_random_and_evaluation_offsets_zero():
+    m = abacus(offset_k=50)
+    tok = torch.tensor([[1, 2, 3, 11, 4, 5, 13]] * 8)
+    m.train()
+    torch.manual_seed(0)
+    p = m.positions.positions(tok)
+    assert (p[:, 3] == 0).all() and (p[:, 6] == 0).all()
+    assert len(set(p[:, 0].tolist())) > 1                  # per-sample offsets
+    assert ((p[:, 1] - p[:, 0]) == 1).all()
+    m.eval()
+    assert m.positions.positions(tok)[0].tolist() == [1, 2, 3, 0, 1, 2, 0]
+
+
+def test_too_long_digit_runs_fail_clearly():
+    m = abacus().eval()
+    with pytest.raises(ValueError, match="exceeds the Abacus embedding"):
+        m(torch.full((1, 20), 3))
