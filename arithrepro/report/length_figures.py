@@ -36,14 +36,15 @@ def render_abacus(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
 
 def _heatmaps(plt, cell: str, grid: pd.DataFrame, meta: dict, trained: int | None):
     from matplotlib.patches import Rectangle
+    from matplotlib.ticker import MaxNLocator
 
     G, D = meta["grid_max"], meta["max_digits"]
     grid = grid[(grid["n1"] <= G) & (grid["n2"] <= G)]
     recs = sorted(grid["recurrences"].unique())
     cols = len(recs) if len(recs) <= 4 else 3
     rows = -(-len(recs) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols + 0.9, 3.2 * rows + 0.5),
-                             squeeze=False, sharex=True, sharey=True)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols + 1.2, 3.3 * rows + 0.9),
+                             squeeze=False, sharex=True, sharey=True, layout="constrained")
     image = None
     for ax, r in zip(axes.flat, recs):
         part = grid[grid["recurrences"] == r]
@@ -59,6 +60,8 @@ def _heatmaps(plt, cell: str, grid: pd.DataFrame, meta: dict, trained: int | Non
                      f"grid {100 * part['accuracy'].mean():.0f} %, beyond training {100 * ood:.0f} %",
                      fontsize=9)
         ax.grid(False)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes.flat[len(recs):]:
         ax.set_visible(False)
     for ax in axes[-1]:

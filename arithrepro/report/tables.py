@@ -76,7 +76,7 @@ def _check_metric(path: Path, name: str, value) -> None:
         raise ValueError(f"{path}: metric {name!r} = {value!r} is not a number")
     # Tables and figures scale accuracies to percent; a record already in percent would
     # show as thousands of percent instead of failing.
-    if name.endswith("_acc") and (value < 0 or value > 1):
+    if is_accuracy(name) and (value < 0 or value > 1):
         raise ValueError(f"{path}: {name} = {value!r} is not a fraction in [0, 1]")
 
 
@@ -205,8 +205,13 @@ def format_stat(metric: str, values: list[float]) -> str:
     return text + unit
 
 
+def is_accuracy(metric: str) -> bool:
+    """Fractions in [0, 1]: *_acc, and the per-length / per-recurrence families (acc_r8, ...)."""
+    return metric.endswith("_acc") or metric.startswith("acc_") or bool(FAMILY.match(metric))
+
+
 def _formatter(metric: str):
-    if metric.endswith("_acc"):
+    if is_accuracy(metric):
         return (lambda x: f"{100 * x:.1f}"), " %"
     if metric.endswith("loss"):
         return _significant4, ""
@@ -254,9 +259,10 @@ def by_suffix_table(rows: pd.DataFrame, prefix: str, label: str, title: str, not
     names.sort(key=lambda m: int(m[len(prefix):]))
     cells = _cells(rows)
     header = [label] + [f"{model} {size}" for (model, size), _ in cells]
-    body = [[m[len(prefix):]] + [format_stat("x_acc", [float(v) for v in group[m].dropna()])
+    body = [[m[len(prefix):]] + [format_stat(m, [float(v) for v in group[m].dropna()])
                                  for _, group in cells] for m in names]
-    return f"### {title}\n\n{note}\n\n{_render(header, body)}\n"
+    note = f"{note}\n\n" if note else ""
+    return f"### {title}\n\n{note}{_render(header, body)}\n"
 
 
 def _looped_tables(rows: pd.DataFrame) -> str:
