@@ -43,16 +43,23 @@ def greedy_decode(model, tokens: torch.Tensor, prompt_len: torch.Tensor, max_new
 
 
 @torch.no_grad()
-def decode_split(model, task, split, max_new: int, batch_size: int, progress=None) -> torch.Tensor:
-    """Greedy continuations for a whole split, batched by prompt length (less wasted stepping)."""
-    tokens, plen = task.prompts(split)
-    order = torch.argsort(plen, stable=True)
+def decode_split(model, tokens: torch.Tensor, prompt_len: torch.Tensor, max_new, stop_id: int,
+                 batch_size: int, progress=None) -> torch.Tensor:
+    """Greedy continuations of many prompts, batched by prompt length (less wasted stepping).
+
+    max_new: one budget for all prompts, or one per prompt (a batch decodes its largest).
+    Returns (N, largest budget); a row's tokens past what its batch decoded are stop_id.
+    """
+    budget = torch.as_tensor(max_new).expand(len(prompt_len))
+    width = int(budget.max())
+    order = torch.argsort(prompt_len * (width + 1) + budget, stable=True)
     device = next(model.parameters()).device
-    out = torch.empty(len(plen), max_new, dtype=tokens.dtype)
+    out = torch.full((len(prompt_len), width), stop_id, dtype=tokens.dtype)
     for i in range(0, len(order), batch_size):
         idx = order[i:i + batch_size]
-        out[idx] = greedy_decode(model, tokens[idx].to(device), plen[idx].to(device), max_new,
-                                 task.stop_id).cpu()
+        n = int(budget[idx].max())
+        out[idx, :n] = greedy_decode(model, tokens[idx].to(device), prompt_len[idx].to(device), n,
+                                     stop_id).cpu()
         if progress:
             progress(len(idx))
     return out

@@ -274,25 +274,18 @@ class AbacusTask(TaskBase):
         """Accuracy on every grid (and diagonal) cell at each inference recurrence count."""
         import torch
 
-        from arithrepro.evaluate import greedy_decode
+        from arithrepro.evaluate import decode_split
 
         prof = params["profiles"][params["profile"]]["abacus"]
         g = self.load(data_dir, "grid")
         budget = torch.maximum(g["n1"], g["n2"]) + 2
-        plen = g["eq"] + 1
-        order = torch.argsort(plen * 10_000 + budget, stable=True)
         trained = model.core.recurrences
         rows = []
         for r in sorted({*prof["eval"]["recurrences"], trained}):
             model.core.recurrences = r
-            ok = torch.zeros(len(plen), dtype=torch.bool)
-            for i in range(0, len(order), prof["eval"]["batch_size"]):
-                idx = order[i:i + prof["eval"]["batch_size"]]
-                out = greedy_decode(model, g["tokens"][idx].to(device), plen[idx].to(device),
-                                    int(budget[idx].max()), END).cpu()
-                ok[idx] = self.correct(out, g["tokens"][idx], g["eq"][idx], g["end"][idx], budget[idx])
-                if progress:
-                    progress(len(idx))
+            out = decode_split(model, g["tokens"], g["eq"] + 1, budget, END,
+                               prof["eval"]["batch_size"], progress)
+            ok = self.correct(out, g["tokens"], g["eq"], g["end"], budget)
             rows += self._cell_rows(r, g["n1"], g["n2"], ok)
         model.core.recurrences = trained
         return self._metrics(rows, trained, self._data(params)), rows

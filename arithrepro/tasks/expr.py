@@ -239,8 +239,8 @@ class ExprTask(TaskBase):
         metrics, rows = {}, []
         for name in ("test", "ood"):
             split = self.load(data_dir, name)
-            generated = decode_split(model, self, split, self.max_new_tokens(params), batch,
-                                     progress=progress)
+            generated = decode_split(model, *self.prompts(split), self.max_new_tokens(params),
+                                     STOP, batch, progress=progress)
             correct = self.score(split, generated)
             metrics[f"{name}_acc"] = float(correct.float().mean())
             rows += [{"split": name, **r} for r in accuracy_by(correct, split.lengths)]
