@@ -13,6 +13,8 @@ COMMANDS = {
     "evaluate": "evaluate",
     "aggregate-tables": "aggregate_tables",
     "render-figures": "render_figures",
+    "modular-study": "modular_study",
+    "modular-attention": "modular_attention",
 }
 
 

@@ -151,7 +151,7 @@ def schema() -> dict:
                 "dropout": number(0, 1, hi_open=True),
                 "sizes": Map(spec.size_schema()),
             }
-            for name, spec in MODELS.items()
+            for name, spec in MODELS.items() if spec.grid
         },
         **{t: task.params_schema() for t, task in TASKS.items()},
     }
@@ -166,7 +166,7 @@ def validate(params: Any) -> dict:
         raise ParamsError("params: expected a mapping at the top level")
     check_schema(schema(), params, "")
     for name, spec in MODELS.items():
-        if not spec.budget_fields:
+        if spec.grid and not spec.budget_fields:
             for size, cfg in params["models"][name]["sizes"].items():
                 spec.check_size(f"models.{name}.sizes.{size}", cfg)
     for task in TASKS.values():
@@ -220,6 +220,9 @@ def cell(params: dict, task: str, model: str, size: str, seed: int) -> Cell:
 
     if task not in tasks:
         raise ParamsError(f"--task = {task!r}: expected one of {', '.join(tasks)}")
+    if not tasks[task].grid:
+        raise ParamsError(f"--task = {task!r}: runs as studies, not grid cells; "
+                          f"use `arithrepro {task}-study --study <name>`")
     allowed_models = params[task]["models"]
     if model not in allowed_models or model not in MODELS:
         raise ParamsError(f"--model = {model!r}: expected one of {', '.join(allowed_models)} ({task}.models)")

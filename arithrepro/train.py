@@ -41,6 +41,9 @@ class TrainConfig:
     val_every: int = 0          # also validate every this many steps (0: at epoch ends only)
     checkpoint_every: int = 100
     eval_batch_size: int = 1024
+    validate_epochs: bool = True  # validate at every epoch end (else every val_every and at the end)
+    restore_best: bool = True   # end with the best-validation state (else the last one)
+    outputs_from: int = 0       # the loss scores positions from here on only (model skips the rest)
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> float:
@@ -53,12 +56,14 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> f
 
 
 class EpochBatches:
-    """A fixed split in a seeded order per epoch: batch(step) -> (x, y, mask)."""
+    """A fixed split in a seeded order per epoch: batch(step) -> (x, y, mask). `steps` ends the
+    run at a step count instead of after whole epochs."""
 
-    def __init__(self, make_batch, n: int, batch_size: int, epochs: int, seed: int, device):
+    def __init__(self, make_batch, n: int, batch_size: int, epochs: int, seed: int, device,
+                 steps: int | None = None):
         self.make_batch, self.n, self.batch_size, self.seed = make_batch, n, batch_size, seed
         self.per_epoch = math.ceil(n / batch_size)
-        self.steps = self.per_epoch * epochs
+        self.steps = self.per_epoch * epochs if steps is None else steps
         self.device, self._order = device, (None, None)
 
     def epoch(self, step: int) -> int:
@@ -125,7 +130,10 @@ def make_optimizer(model, cfg: TrainConfig):
     raise ValueError(f"optimizer {cfg.optimizer!r}: expected lamb, adam or adamw")
 
 
-def training_loss(model, x, y, mask, progressive: bool) -> torch.Tensor:
+def training_loss(model, x, y, mask, progressive: bool, outputs_from: int = 0) -> torch.Tensor:
+    if outputs_from:
+        return masked_loss(model(x, outputs_from=outputs_from), y[:, outputs_from:],
+                           mask[:, outputs_from:])
     if not progressive:
         return masked_loss(model(x), y, mask)
     R = model.core.recurrences
@@ -137,7 +145,9 @@ def training_loss(model, x, y, mask, progressive: bool) -> torch.Tensor:
 def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: str, *,
         halt_after: int | None = None, progress: bool = True) -> dict | None:
     """Train `model` in place on `batches` (EpochBatches or StreamBatches) and restore its
-    best-validation state. `valid` (make_batch, n) is the fixed validation set.
+    best-validation state (cfg.restore_best). `valid` is the fixed validation set as
+    (make_batch, n), or a function model -> {"val_loss": ..., any other numbers} that evaluates
+    whatever the task tracks (all of it lands in val_curve).
 
     Resumes from `checkpoint` when it holds an unfinished run with the same fingerprint. Returns
     {best_val_loss, best_step, steps, train_seconds, tokens_per_s, train_curve, val_curve};
@@ -160,11 +170,18 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, **s})
 
     def validate(epoch: int) -> None:
-        loss = validation_loss(model, *valid, cfg.eval_batch_size)
-        s["val_curve"].append({"step": s["step"], "epoch": epoch, "val_loss": loss})
+        if callable(valid):
+            model.eval()
+            result = valid(model)
+            model.train()
+        else:
+            result = {"val_loss": validation_loss(model, *valid, cfg.eval_batch_size)}
+        loss = result["val_loss"]
+        s["val_curve"].append({"step": s["step"], "epoch": epoch, **result})
         if loss < s["best_val_loss"]:
-            s.update(best_val_loss=loss, best_step=s["step"],
-                     best_state=copy.deepcopy(model.state_dict()))
+            s.update(best_val_loss=loss, best_step=s["step"])
+            if cfg.restore_best:
+                s["best_state"] = copy.deepcopy(model.state_dict())
 
     bar = _bar(total, s["step"], progress, resumed)
     model.train()
@@ -173,7 +190,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
         epoch = batches.epoch(step)
         t0 = time.perf_counter()
         x, y, mask = batches(step)
-        loss = training_loss(model, x, y, mask, cfg.progressive)
+        loss = training_loss(model, x, y, mask, cfg.progressive, cfg.outputs_from)
         value = loss.item()
         if not math.isfinite(value):
             raise NonFiniteLoss(f"loss became {value} at step {step} (epoch {epoch}); "
@@ -189,7 +206,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
         s["step"] += 1
         s["train_curve"].append({"step": s["step"], "epoch": epoch, "loss": value, "lr": lr,
                                  "tokens_per_s": mask.numel() / dt})
-        boundary = batches.epoch_end(step)
+        boundary = batches.epoch_end(step) if cfg.validate_epochs else s["step"] == total
         if boundary or (cfg.val_every and s["step"] % cfg.val_every == 0):
             validate(epoch)
         if bar is not None:
@@ -204,7 +221,8 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     if bar is not None:
         bar.close()
     save(finished=True)
-    model.load_state_dict(s["best_state"])
+    if cfg.restore_best:
+        model.load_state_dict(s["best_state"])
     return {
         "best_val_loss": s["best_val_loss"], "best_step": s["best_step"], "steps": s["step"],
         "train_seconds": s["seconds"], "tokens_per_s": s["tokens"] / max(s["seconds"], 1e-9),

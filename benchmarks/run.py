@@ -1,6 +1,6 @@
 """Benchmarks: every number is printed beside a reference measured in the same run.
 
-    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,gen,abacus]
+    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,gen,abacus,modular]
 
 - steps:  train-step time (forward, backward, LAMB) of every expr model/size at the cpu
           profile's batch, with model FLOP/s as a fraction of this machine's fp32 matmul peak
@@ -11,6 +11,8 @@
 - decode: cached greedy decoding against recomputing the whole prefix for every token (goal >= 5x).
 - gen:    problem generation, pooled fast generator against the plain single-process one.
 - abacus: vectorized Abacus positions against a per-sample Python loop, batch 256 (goal >= 50x).
+- modular: the modular studies' LSTM and GPT train step at the spec's defaults against the
+          source's reported s/step (goal >= 5x), with FLOP/s of peak (bench_modular.py).
 The machines are shared and noisy: compare ratios, not seconds, across runs.
 """
 
@@ -182,14 +184,14 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=None, help="default: the cpu profile's batch")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gen-n", type=int, default=200_000)
-    ap.add_argument("--only", default="steps,mfu,retran,decode,gen,abacus")
+    ap.add_argument("--only", default="steps,mfu,retran,decode,gen,abacus,modular")
     args = ap.parse_args()
     params = yaml.safe_load(open(args.params))
     batch = args.batch or params["profiles"]["cpu"]["expr"]["train"]["batch_size"]
     only = set(args.only.split(","))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    peak = matmul_peak(args.repeats) if only & {"steps", "mfu", "modular"} else None
     if only & {"steps", "mfu"}:
-        peak = matmul_peak(args.repeats)
         rows = bench_steps(params, batch, args.repeats, peak, only_gpt_large="steps" not in only)
         if ("gpt", "large") in rows:
             net = build("gpt", "large", params)
@@ -203,6 +205,10 @@ def main() -> None:
         bench_gen(args.gen_n)
     if "abacus" in only:
         bench_abacus(256, max(args.repeats, 5))
+    if "modular" in only:
+        from benchmarks.bench_modular import bench_modular
+
+        bench_modular(params, max(args.repeats, 5), peak, best_of)
 
 
 if __name__ == "__main__":

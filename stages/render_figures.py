@@ -20,7 +20,7 @@ def render_figures(params_path: str) -> None:
     import pandas as pd
 
     from arithrepro import config
-    from arithrepro.report.figures import FIGURES
+    from arithrepro.report.figures import figures
 
     config.load(params_path)
     src = paths.metrics / "summary.csv"
@@ -28,7 +28,7 @@ def render_figures(params_path: str) -> None:
         raise FileNotFoundError(f"{src}: missing; run `arithrepro aggregate-tables` first")
     summary = pd.read_csv(src)
     written = []
-    for task, render in FIGURES.items():
+    for task, render in figures().items():
         rows = summary[summary["task"] == task]
         if len(rows):
             written += render(rows, paths.evaluation(task), paths.data(task), paths.plots / task)

@@ -12,6 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = {"train_seconds", "tokens_per_s", "eval_seconds"}
 FIGURES = ["accuracy_vs_params", "accuracy_vs_length", "val_loss_vs_params", "length_distribution"]
+MODULAR_FIGURES = ["sanity_curves", "data_curves", "data_metrics", "orders_curves", "size_curves",
+                   "size_metrics", "compute_curves", "compute_metrics", "compute_budgets",
+                   "regularization_curves", "regularization_metrics"]
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -68,14 +71,27 @@ def test_smoke_pipeline_end_to_end(clone):
     assert {"acc_r1", "acc_r2", "ood_r1", "acc_diag8"} <= set(summary["abacus"]["abacus-l2r2-0"])
     assert {"acc_len8", "acc_len24", "digit_acc_len24"} <= set(summary["looped"]["looped-notebook-0"])
     assert summary["looped"]["standard-notebook-0"]["params"] == 810_122
+    modular = summary["modular"]
+    assert {"gpt-sin-sanity-0", "lstm-std-sanity-0", "lstm-std-data.r0.3-0", "gpt-sin-size.L1d8-0",
+            "gpt-sin-compute.B16-0", "gpt-sin-orders-0",
+            "lstm-std-regularization.wd0.5-0"} <= set(modular)
+    assert len(modular) == 22
+    assert {"train_loss", "val_loss", "train_acc", "val_acc", "val_acc_step", "dt_acc_steps",
+            "param_norm", "params"} <= set(modular["gpt-sin-sanity-0"])
+    assert modular["gpt-sin-sanity-0"]["params"] == 2 * (12 * 16 ** 2 + 8 * 16) + 2 * 16 + 16 * 12 + 12
+    assert {"a0.5_val_acc", "a1_val_acc"} <= set(modular["gpt-sin-compute.B8-0"])
+    assert {"o2_val_acc", "o3_val_acc"} <= set(modular["lstm-std-orders-0"])
+    assert (clone / "metrics" / "modular.md").read_text().startswith("# modular")
+    assert r"\begin{tabular}" in (clone / "metrics" / "modular.tex").read_text()
     csv = (clone / "metrics" / "summary.csv").read_text().splitlines()
-    assert csv[0].startswith("task,model,size,seed") and len(csv) == 13
+    assert csv[0].startswith("task,model,size,seed") and len(csv) == 13 + 22
     for task in ("expr", "abacus", "looped"):
         assert (clone / "metrics" / f"{task}.md").read_text().startswith(f"### {task}")
     assert "looped: exact match by length" in (clone / "metrics" / "looped.md").read_text()
     pngs = [f"expr/{name}.png" for name in FIGURES] + [
         "abacus/heatmaps/abacus-l2r2-0.png", "abacus/ood_vs_recurrences.png",
-        "looped/accuracy_vs_digits.png"]
+        "looped/accuracy_vs_digits.png", "modular/attention/sample1.png"] + [
+        f"modular/{name}.png" for name in MODULAR_FIGURES]
     for name in pngs:
         assert (clone / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     for split in ("train", "valid", "test", "ood"):
@@ -94,8 +110,17 @@ def test_smoke_pipeline_end_to_end(clone):
     out = sh(["dvc", "exp", "run", "-S", "models.gpt.lr=0.02"], clone)
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
     assert {f"train-expr@gpt-{s}-0" for s in ("small", "medium", "large")} <= ran
-    assert not any(w in r for r in ran for w in ("lstm", "retran", "abacus", "looped", "generate")), ran
+    assert not any(w in r for r in ran for w in ("lstm", "retran", "abacus", "looped", "generate",
+                                                  "modular")), ran
     assert "aggregate-tables" in ran
+
+    # A new value in one modular sweep trains that value's cells only: the other cells, and the
+    # other studies (which re-run, as they read the same profile block), come from the memo.
+    out = sh(["dvc", "exp", "run", "-S", "profiles.smoke.modular.studies.data.sweep.r_train=[0.3,0.5]"],
+             clone)
+    assert "modular-study data: 4 cells (2 trained, 2 reused)" in out
+    assert "modular-study sanity: 2 cells (0 trained, 2 reused)" in out
+    assert "lstm-std-data.r0.5-0" in json.loads((clone / "metrics" / "summary.json").read_text())["modular"]
 
 
 def test_bad_params_stop_the_pipeline_with_one_line(clone):

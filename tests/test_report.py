@@ -294,4 +294,4 @@ def test_architecture_colours_do_not_depend_on_the_subset_drawn():
 
 
 def test_registry_maps_expr_to_its_renderer():
-    assert figures.FIGURES["expr"] is figures.render_expr
+    assert figures.figures()["expr"] is figures.render_expr

@@ -20,13 +20,14 @@ from torch import nn
 
 class LanguageModel(nn.Module):
     def __init__(self, core: nn.Module, vocab_size: int, d_model: int, dropout: float, pad_id: int,
-                 positions: nn.Module | None = None, logit_scale: bool = True):
+                 positions: nn.Module | None = None, logit_scale: bool = True,
+                 head_bias: bool = False):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, d_model)
         self.positions = positions
         self.drop = nn.Dropout(dropout)
         self.core = core
-        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.head = nn.Linear(d_model, vocab_size, bias=head_bias)
         # The ReTran source divides the logits by sqrt(d_model); the other sources do not.
         self.scale = 1.0 / math.sqrt(d_model) if logit_scale else 1.0
         self.pad_id = pad_id
@@ -37,11 +38,14 @@ class LanguageModel(nn.Module):
             h = h + self.positions(tokens, pos_state)
         return self.drop(h)
 
-    def forward(self, tokens: torch.Tensor, state=None, pos: int = 0):
-        """tokens (B, T) -> logits (B, T, V); with a state, also the updated state."""
+    def forward(self, tokens: torch.Tensor, state=None, pos: int = 0, outputs_from: int = 0):
+        """tokens (B, T) -> logits (B, T, V); with a state, also the updated state.
+        outputs_from > 0: logits (B, T - outputs_from, V) for the positions outputs_from.. only,
+        for training that scores those alone (cores that support it skip the rest's work)."""
         keep = tokens != self.pad_id
         core_state, pos_state = state if self.positions is not None and state is not None else (state, None)
-        h, _ = self.core(self._embed(tokens, pos_state), keep, core_state, pos)
+        extra = {"outputs_from": outputs_from} if outputs_from else {}
+        h, _ = self.core(self._embed(tokens, pos_state), keep, core_state, pos, **extra)
         logits = self.head(h) * self.scale
         return logits if state is None else (logits, state)
 
@@ -49,6 +53,14 @@ class LanguageModel(nn.Module):
         """Training logits after all recurrences and, when exit_at is fewer, after exit_at."""
         hs, _ = self.core(self._embed(tokens, None), tokens != self.pad_id, None, 0, exit_at=exit_at)
         return [self.head(h) * self.scale for h in hs]
+
+    @torch.no_grad()
+    def trace(self, tokens: torch.Tensor) -> dict:
+        """Logits, the hidden state after the embedding and after every block, and every block's
+        attention weights (B, heads, T, T): for models whose core records them (transformers)."""
+        record: dict = {}
+        h, _ = self.core(self._embed(tokens, None), tokens != self.pad_id, None, 0, trace=record)
+        return {"logits": self.head(h) * self.scale, **record}
 
     def init_state(self, batch: int, max_len: int):
         p = next(self.parameters())

@@ -1,7 +1,11 @@
-"""The expr source's LSTM: short state h (d_model), long state c (d_ff), h <- P(o * c).
+"""The LSTM cells, written from their equations.
 
-Unlike torch.nn.LSTM there is no tanh on the output, the long state is wider than the short one,
-and the cell's output is a second projection Out(o * c). ReTran (retran.py) reuses the cell.
+- source (expr): short state h (d_model), long state c (d_ff), h <- P(o * c). Unlike
+  torch.nn.LSTM there is no tanh on the output, the long state is wider than the short one, the
+  cell's output is a second projection Out(o * c), and the initial state is learned. ReTran
+  (retran.py) reuses the cell.
+- standard (modular, `lstm-std`): the textbook cell, h = o * tanh(c) with c as wide as h, a zero
+  initial state, torch.nn.LSTM's initialization; equal to torch.nn.LSTM (tests).
 """
 
 from __future__ import annotations
@@ -13,11 +17,20 @@ from arithrepro.models.lm import LanguageModel
 
 
 class SourceLSTMCell(nn.Module):
-    def __init__(self, d_in: int, d_model: int, d_ff: int, input_init: str = "kaiming"):
+    def __init__(self, d_in: int, d_model: int, d_ff: int, input_init: str = "kaiming",
+                 standard: bool = False):
         super().__init__()
-        self.d_ff = d_ff
+        self.d_ff, self.standard = d_ff, standard
         self.W = nn.Linear(d_in, 4 * d_ff)               # input weights; carries the gate biases
         self.U = nn.Linear(d_model, 4 * d_ff, bias=False)  # recurrent weights
+        if standard:
+            assert d_ff == d_model, "the standard cell's long state is as wide as its short one"
+            self.register_buffer("h0", torch.zeros(d_model), persistent=False)
+            self.register_buffer("c0", torch.zeros(d_ff), persistent=False)
+            bound = d_model ** -0.5  # torch.nn.LSTM's U(-1/sqrt(d), 1/sqrt(d))
+            for p in (self.W.weight, self.W.bias, self.U.weight):
+                nn.init.uniform_(p, -bound, bound)
+            return
         self.P = nn.Linear(d_ff, d_model)                # next short state
         self.out = nn.Linear(d_ff, d_model)              # the cell's output
         self.h0 = nn.Parameter(torch.zeros(d_model))
@@ -38,14 +51,19 @@ class SourceLSTMCell(nn.Module):
         return self.h0.expand(batch, -1), self.c0.expand(batch, -1)
 
     def step(self, xw, h, c, keep=None):
-        """One time step given xw = W(x_t) (B, 4 d_ff). Returns (o * c, h, c)."""
-        gates = torch.addmm(xw, h, self.U.weight.t())
+        """One time step given xw = W(x_t) (B, 4 d_ff). Returns (output, h, c): the output is
+        o * c (source) or h = o * tanh(c) (standard)."""
+        # h = c = None: the zero initial state, whose products need not be computed
+        gates = xw if h is None else torch.addmm(xw, h, self.U.weight.t())
         ifo = gates[:, :3 * self.d_ff].sigmoid()
         g = gates[:, 3 * self.d_ff:].tanh()
         i, f, o = ifo.chunk(3, dim=1)
-        c_new = torch.addcmul(f * c, i, g)
-        m = o * c_new
-        h_new = self.P(m)
+        c_new = i * g if c is None else torch.addcmul(f * c, i, g)
+        if self.standard:
+            m = h_new = o * c_new.tanh()
+        else:
+            m = o * c_new
+            h_new = self.P(m)
         if keep is not None:  # padding leaves the state as it was
             k = keep.unsqueeze(1)
             h_new, c_new = torch.where(k, h_new, h), torch.where(k, c_new, c)
@@ -53,19 +71,23 @@ class SourceLSTMCell(nn.Module):
 
 
 class LSTMCore(nn.Module):
-    """Stacked source cells, dropout between layers (not after the last)."""
+    """Stacked cells, dropout between layers (not after the last)."""
 
-    def __init__(self, d_model: int, d_ff: int, layers: int, dropout: float):
+    def __init__(self, d_model: int, d_ff: int, layers: int, dropout: float, standard: bool = False):
         super().__init__()
-        self.cells = nn.ModuleList(SourceLSTMCell(d_model, d_model, d_ff) for _ in range(layers))
+        self.cells = nn.ModuleList(SourceLSTMCell(d_model, d_model, d_ff, standard=standard)
+                                   for _ in range(layers))
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, keep=None, state=None, pos: int = 0):
+    def forward(self, x, keep=None, state=None, pos: int = 0, outputs_from: int = 0):
         B, T, _ = x.shape
         if state is None:
             keep = None  # as in ReTran: trailing padding cannot change a real position's output
         for li, cell in enumerate(self.cells):
-            h, c = cell.initial(B) if state is None else state[li]
+            if state is not None:
+                h, c = state[li]
+            else:
+                h, c = (None, None) if cell.standard else cell.initial(B)
             # The input half of every gate, for all steps in one matmul. unbind, not xw[:, t]:
             # each slice's backward would materialize a zero gradient the size of all of xw.
             xw = cell.W(x).unbind(1)
@@ -75,10 +97,12 @@ class LSTMCore(nn.Module):
                 ms.append(m)
             if state is not None:
                 state[li] = (h, c)
-            x = cell.out(torch.stack(ms, dim=1))  # the output map, for all steps in one matmul
+            x = torch.stack(ms, dim=1)
+            if not cell.standard:
+                x = cell.out(x)  # the output map, for all steps in one matmul
             if li < len(self.cells) - 1:
                 x = self.drop(x)
-        return x, state
+        return x[:, outputs_from:], state
 
     def init_state(self, batch, max_len, device=None, dtype=None):
         return [tuple(s.detach().clone() for s in cell.initial(batch)) for cell in self.cells]
@@ -87,3 +111,12 @@ class LSTMCore(nn.Module):
 def build(size: dict, *, vocab_size: int, dropout: float, max_len: int, pad_id: int) -> LanguageModel:
     core = LSTMCore(size["d_model"], size["d_ff"], size["layers"], dropout)
     return LanguageModel(core, vocab_size, size["d_model"], dropout, pad_id)
+
+
+def build_standard(size: dict, *, vocab_size: int, dropout: float, max_len: int,
+                   pad_id: int) -> LanguageModel:
+    """The modular source's LSTM LM: embedding d -> L standard layers (hidden d) -> classifier
+    d -> V with bias."""
+    d = size["d_model"]
+    core = LSTMCore(d, d, size["layers"], dropout, standard=True)
+    return LanguageModel(core, vocab_size, d, dropout, pad_id, logit_scale=False, head_bias=True)

@@ -5,6 +5,9 @@
   `block_layers` layers applied `recurrences` times with input injection, final LayerNorm.
 - standard / looped (looped.py): the same core as a non-causal encoder, with full attention, or
   with local attention (each position sees itself and its predecessor) looped per input length.
+- gpt-sin (modular): pre-norm blocks with the hand-written LayerNorm, fixed sinusoidal positions,
+  a bias-free MLP, a linear classifier with bias; it can return its hidden states and attention
+  weights.
 
 The attention module is shared with ReTran (retran.py), which differs only in what it attends to.
 """
@@ -48,6 +51,53 @@ def _rotary_class() -> type:
 
 def rotary(head_dim: int, max_len: int) -> nn.Module:
     return _rotary_class()(dim=head_dim, max_seq_len=max_len)
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm from its equation: (x - mean) / sqrt(biased variance + eps) * weight + bias.
+
+    `fused` runs F.layer_norm instead, the same maths in one kernel (tests hold the two equal);
+    set it False to run the equation as written.
+    """
+
+    fused = True
+
+    def __init__(self, d: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused:
+            return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
+        mean = x.mean(-1, keepdim=True)
+        var = (x - mean).pow(2).mean(-1, keepdim=True)  # biased: divide by d, not d - 1
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed positions added to the token embedding: sin on even, cos on odd dimensions,
+    frequencies base^(-2i/d). No parameters; a buffer that is not saved."""
+
+    def __init__(self, d_model: int, max_len: int, base: float = 10000.0):
+        super().__init__()
+        pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
+        freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
+        table = torch.zeros(max_len, d_model)
+        table[:, 0::2] = torch.sin(pos * freq)
+        table[:, 1::2] = torch.cos(pos * freq[: d_model // 2])
+        self.register_buffer("table", table, persistent=False)
+
+    def forward(self, tokens: torch.Tensor, state: list | None = None) -> torch.Tensor:
+        """The positions of `tokens`; while decoding, `state` = [next position], advanced here."""
+        start = 0 if state is None else state[0]
+        if state is not None:
+            state[0] += tokens.size(1)
+        return self.table[start:start + tokens.size(1)]
+
+    def init_state(self, batch: int, device=None) -> list:
+        return [0]
 
 
 class Attention(nn.Module):
@@ -108,10 +158,38 @@ class Attention(nn.Module):
                                            is_causal=causal)  # (B, nh, Tq, hs)
         return self.o(y.transpose(1, 2).flatten(2))
 
-    def forward(self, x: torch.Tensor, cache=None, pos: int = 0, causal: bool = True) -> torch.Tensor:
-        """Self-attention over x (B, T, d); with a (K, V) cache, x sits at pos.."""
-        q = self.query(x, pos)
+    def attend_manual(self, q, k, v, causal: bool, mask: torch.Tensor | None = None):
+        """softmax(q k^T / sqrt(hs) + mask) v written out, returning the weights too
+        (B, nh, Tq, Tk); equal to `attend` (tests), which never materializes them."""
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+        if causal:
+            Tq, Tk = scores.shape[-2:]
+            future = torch.ones(Tq, Tk, dtype=torch.bool, device=q.device).triu(Tk - Tq + 1)
+            scores = scores.masked_fill(future, float("-inf"))
+        if mask is not None:
+            scores = scores + mask
+        weights = scores.softmax(-1)
+        p = self.dropout if self.training else 0.0
+        y = F.dropout(weights, p) @ v
+        return self.o(y.transpose(1, 2).flatten(2)), weights
+
+    def forward(self, x: torch.Tensor, cache=None, pos: int = 0, causal: bool = True,
+                weights: list | None = None, q_from: int = 0) -> torch.Tensor:
+        """Self-attention over x (B, T, d); with a (K, V) cache, x sits at pos.. With a list
+        `weights`, attend by the written-out path and append the attention weights to it.
+        q_from > 0: outputs for positions q_from.. only (queries there, keys everywhere)."""
+        q = self.query(x[:, q_from:] if q_from else x, pos + q_from)
         k, v = self.key_value(x, pos)
+        if q_from:
+            assert cache is None and weights is None and not self.window and causal
+            Tq, Tk = q.size(2), k.size(2)  # a causal mask aligned bottom-right
+            allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=x.device).tril(Tk - Tq)
+            return self.attend(q, k, v, causal=False, mask=allowed)
+        if weights is not None:
+            assert cache is None and not self.window, "weights are returned for plain self-attention"
+            y, w = self.attend_manual(q, k, v, causal)
+            weights.append(w)
+            return y
         if self.window:
             return self.attend(q, k, v, causal=False, mask=self.local_mask(x.size(1), x.device))
         if cache is None:
@@ -127,24 +205,29 @@ class Attention(nn.Module):
 
 class Block(nn.Module):
     """post: x = LN(x + Drop(Attn(x))); x = LN(x + Drop(FF(x))).
-    pre:  x = x + Drop(Attn(LN(x)));  x = x + Drop(FF(LN(x)))."""
+    pre:  x = x + Drop(Attn(LN(x)));  x = x + Drop(FF(LN(x))).
+    ff_bias: biases in the MLP; norm: torch's LayerNorm or the hand-written one ("equation")."""
 
     def __init__(self, d_model, d_ff, d_sa, heads, dropout, max_len, prenorm=False, rope=True,
-                 window=0):
+                 window=0, ff_bias=True, norm="torch"):
         super().__init__()
+        Norm = LayerNorm if norm == "equation" else nn.LayerNorm
         self.attn = Attention(d_model, d_sa, heads, dropout, max_len, rope=rope, window=window)
-        self.ln1 = nn.LayerNorm(d_model)
-        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout),
-                                nn.Linear(d_ff, d_model))
-        self.ln2 = nn.LayerNorm(d_model)
+        self.ln1 = Norm(d_model)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff, bias=ff_bias), nn.GELU(),
+                                nn.Dropout(dropout), nn.Linear(d_ff, d_model, bias=ff_bias))
+        self.ln2 = Norm(d_model)
         self.drop = nn.Dropout(dropout)
         self.prenorm = prenorm
 
-    def forward(self, x, cache=None, pos: int = 0, causal: bool = True):
+    def forward(self, x, cache=None, pos: int = 0, causal: bool = True, weights=None,
+                q_from: int = 0):
+        """q_from > 0: the outputs at positions q_from.. only (the others attend, nothing else)."""
         if self.prenorm:
-            x = x + self.drop(self.attn(self.ln1(x), cache, pos, causal))
+            a = self.attn(self.ln1(x), cache, pos, causal, weights, q_from)
+            x = x[:, q_from:] + self.drop(a)
             return x + self.drop(self.ff(self.ln2(x)))
-        x = self.ln1(x + self.drop(self.attn(x, cache, pos, causal)))
+        x = self.ln1(x[:, q_from:] + self.drop(self.attn(x, cache, pos, causal, weights, q_from)))
         return self.ln2(x + self.drop(self.ff(x)))
 
 
@@ -158,28 +241,40 @@ class TransformerCore(nn.Module):
     """
 
     def __init__(self, d_model, d_ff, d_sa, layers, heads, dropout, max_len, *, prenorm=False,
-                 rope=True, causal=True, window=0, recurrences=1, inject=False):
+                 rope=True, causal=True, window=0, recurrences=1, inject=False, ff_bias=True,
+                 norm="torch"):
         super().__init__()
         self.blocks = nn.ModuleList(Block(d_model, d_ff, d_sa, heads, dropout, max_len, prenorm,
-                                          rope, window) for _ in range(layers))
-        self.norm = nn.LayerNorm(d_model) if prenorm else nn.Identity()
+                                          rope, window, ff_bias, norm) for _ in range(layers))
+        Norm = LayerNorm if norm == "equation" else nn.LayerNorm
+        self.norm = Norm(d_model) if prenorm else nn.Identity()
         self.shape = (heads, d_sa // heads)
         self.causal, self.recurrences, self.inject = causal, recurrences, inject
 
     def forward(self, h, keep=None, state=None, pos: int = 0, recurrences: int | None = None,
-                exit_at: int | None = None):
+                exit_at: int | None = None, trace: dict | None = None, outputs_from: int = 0):
         """h (B, T, d) -> (B, T, d). With exit_at = n < R, returns [h after R, h after n]:
-        the first n recurrences of an R-recurrence pass are an n-recurrence pass."""
+        the first n recurrences of an R-recurrence pass are an n-recurrence pass. A dict
+        `trace` receives the hidden state after each block ("hidden", the input first) and
+        each block's attention weights ("attention"). outputs_from > 0: the output at positions
+        outputs_from.. only; the last block computes nothing else (causal cores)."""
         # Padding only ever trails the sequence, so the causal mask already hides it from every
         # real position; `keep` matters to the recurrent cores only.
         R = recurrences or self.recurrences
         e, exits = h, []
+        weights = None
+        if trace is not None:
+            trace.update(hidden=[h], attention=[])
+            weights = trace["attention"]
         for r in range(R):
             if r and self.inject:
                 h = h + e
             for i, block in enumerate(self.blocks):
                 cache = None if state is None else state[r * len(self.blocks) + i]
-                h = block(h, cache, pos, self.causal)
+                last = r == R - 1 and i == len(self.blocks) - 1
+                h = block(h, cache, pos, self.causal, weights, outputs_from if last else 0)
+                if trace is not None:
+                    trace["hidden"].append(h)
             if exit_at is not None and r + 1 == exit_at < R:
                 exits.append(self.norm(h))
         h = self.norm(h)
@@ -200,12 +295,27 @@ def gpt2_init(model: nn.Module, layers: int) -> None:
             nn.init.normal_(m.weight, 0.0, 0.02)
             if getattr(m, "bias", None) is not None:
                 nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.LayerNorm):
+        elif isinstance(m, (nn.LayerNorm, LayerNorm)):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
     for m in model.modules():
         if isinstance(m, Attention):
             nn.init.normal_(m.o.weight, 0.0, 0.02 / math.sqrt(2 * layers))
+
+
+def build_sinusoidal(size: dict, *, dropout: float, vocab_size: int, max_len: int,
+                     pad_id: int) -> LanguageModel:
+    """The modular source's GPT: sinusoidal positions, pre-norm blocks with the hand-written
+    LayerNorm and a bias-free MLP (d_ff = 4 d), a final LayerNorm, a classifier with bias.
+    Initialization is PyTorch's default: with GPT-2's N(0, 0.02) embeddings, the tokens are
+    drowned by the unit-amplitude positions and training stalls for hundreds of steps."""
+    d = size["d_model"]
+    core = TransformerCore(d, 4 * d, d, size["layers"], size["heads"], dropout, max_len,
+                           prenorm=True, rope=False, ff_bias=False, norm="equation")
+    model = LanguageModel(core, vocab_size, d, dropout, pad_id,
+                          positions=SinusoidalPositions(d, max_len), logit_scale=False,
+                          head_bias=True)
+    return model  # PyTorch's default initialization: embeddings N(0, 1) stand out of the positions
 
 
 def build(size: dict, *, dropout: float, vocab_size: int, max_len: int, pad_id: int) -> LanguageModel:

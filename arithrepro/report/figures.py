@@ -1,6 +1,6 @@
 """Each task's PNG figures, drawn from metrics/summary.csv and the per-cell evaluation rows.
 
-FIGURES maps a task to the function that draws its figures; a new task adds its own.
+figures() maps a task to the function that draws its figures; a new task adds its own.
 matplotlib is imported inside the functions: importing this module (the CLI does, to list
 stages) stays fast.
 """
@@ -309,11 +309,12 @@ def _length_distribution(plt, lengths: pd.DataFrame):
     return fig
 
 
-def _length_tasks():
+def figures() -> dict:
+    """{task: renderer}; each renderer takes (summary rows of the task, plots/<task>/eval,
+    data/<task>, plots/<task>). A function, not a constant: the other tasks' modules import
+    this one's helpers."""
     from arithrepro.report.length_figures import render_abacus, render_looped
+    from arithrepro.report.modular_figures import render_modular
 
-    return {"abacus": render_abacus, "looped": render_looped}
-
-
-# Each renderer: (summary rows of the task, plots/<task>/eval, data/<task>, plots/<task>).
-FIGURES = {"expr": render_expr, **_length_tasks()}
+    return {"expr": render_expr, "abacus": render_abacus, "looped": render_looped,
+            "modular": render_modular}

@@ -32,7 +32,7 @@ def collect_runs(metrics_dir: Path, tasks: list[str]) -> pd.DataFrame:
     records = []
     for task in tasks:
         run_dir = Path(metrics_dir) / task / "runs"
-        files = sorted(run_dir.glob("*.json"))
+        files = sorted(run_dir.rglob("*.json"))  # modular: runs/<study>/<cell>.json
         if not files:
             raise ValueError(f"{run_dir}: no run records for task {task!r}; "
                              f"run `arithrepro evaluate` for its cells first")
@@ -295,7 +295,14 @@ def write_all(metrics_dir: Path, tasks: list[str]) -> str:
     write_frame(written[1], summary_csv(df))
     for task in tasks:
         path = metrics_dir / f"{task}.md"
-        text = markdown_table(df, task, default_metrics(df, task))
+        if task == "modular":  # studies, not a grid: tables of their own, also as LaTeX
+            from arithrepro.report.modular_tables import write
+
+            text, tex = write(df[df["task"] == task])
+            write_text(metrics_dir / "modular.tex", tex)
+            written.append(metrics_dir / "modular.tex")
+        else:
+            text = markdown_table(df, task, default_metrics(df, task))
         if task in EXTRA_TABLES:
             text += "\n" + EXTRA_TABLES[task](df[df["task"] == task])
         write_text(path, text)

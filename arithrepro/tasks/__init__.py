@@ -3,10 +3,11 @@ scoring (the interface is in common.py); the pipeline around it is shared."""
 
 from __future__ import annotations
 
-from arithrepro.tasks import abacus, expr, looped
+from arithrepro.tasks import abacus, expr, looped, modular
 
 TASKS = {
     "expr": expr.TASK,
     "abacus": abacus.TASK,
     "looped": looped.TASK,
+    "modular": modular.TASK,   # runs as studies (stages/modular_study.py), not grid cells
 }

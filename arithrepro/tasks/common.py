@@ -31,6 +31,7 @@ def train_schema(**extra) -> dict:
 class TaskBase:
     name = ""
     model_kind = "lm"
+    grid = True   # trained and scored as <task>.models x <task>.sizes x seeds cells
     headline = ("id_acc", "ood_acc")   # the metrics a stage's summary line shows
 
     @classmethod
@@ -38,7 +39,8 @@ class TaskBase:
         from arithrepro.models import MODELS
 
         return {
-            "models": list_of(choice(*(m for m, s in MODELS.items() if s.kind == cls.model_kind))),
+            "models": list_of(choice(*(m for m, s in MODELS.items()
+                                        if s.kind == cls.model_kind and s.grid))),
             "sizes": list_of(lambda key, v: None if isinstance(v, str) else fail(key, v, "a size name")),
         }
 

@@ -1,0 +1,415 @@
+"""modular: LSTM vs GPT on a ∘ b mod p, in seven studies (EXPERIMENTS.md §4).
+
+Every sample of (a, b) ∈ [0, p)² (and (a, b, c) for order 3) as `BOS a ∘ b = r EOS`, padded
+with PAD when orders are mixed; a seeded fraction r_train of each order trains, the rest
+validates. Both sets are evaluated in full every `eval_every` steps: per-sample mean NLL over
+the right-hand side (r and EOS), then the mean over samples; a sample is correct only when
+every right-hand-side token is the argmax.
+
+A study is a grid over scalar lists: `sweep: {key: [values]}` (the product of the lists) on top
+of `base` and the study's `set`, for each model and seed. The profile's `modular` block is
+merged into the top-level one key by key (lists and scalars replace), so `cpu` can shorten the
+lists and the budget while `paper` keeps the spec's.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from dataclasses import dataclass
+
+from arithrepro.config import (Optional, ParamsError, check_schema, choice, fail, integer,
+                               list_of, number)
+from arithrepro.tasks.common import TaskBase
+
+OPERATORS = ("+", "-", "*", "/")
+STUDIES = ("sanity", "data", "orders", "size", "compute", "regularization")
+# How a swept key reads in a cell's name: data.r0.3, size.L2d128, compute.B64, ...
+ABBREV = {"r_train": "r", "layers": "L", "d_model": "d", "heads": "h", "batch_size": "B",
+          "weight_decay": "wd", "lr": "lr", "steps": "T", "p": "p", "dropout": "drop",
+          "eval_every": "e", "orders": "o", "operator": "op"}
+
+
+# --- data ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Vocab:
+    p: int
+    operator: str
+
+    @property
+    def op(self) -> int:
+        return self.p
+
+    @property
+    def eq(self) -> int:
+        return self.p + 1
+
+    @property
+    def bos(self) -> int:
+        return self.p + 2
+
+    @property
+    def eos(self) -> int:
+        return self.p + 3
+
+    @property
+    def pad(self) -> int:
+        return self.p + 4
+
+    @property
+    def size(self) -> int:
+        return self.p + 5
+
+    def tokens(self) -> list[str]:
+        return [str(i) for i in range(self.p)] + [self.operator, "=", "BOS", "EOS", "PAD"]
+
+
+def combine(a, b, p: int, operator: str):
+    """(a ∘ b) mod p elementwise on integer tensors; '/' multiplies by b's inverse mod p."""
+    import torch
+
+    if operator == "+":
+        return (a + b) % p
+    if operator == "-":
+        return (a - b) % p
+    if operator == "*":
+        return (a * b) % p
+    inverse = torch.tensor([0] + [pow(i, -1, p) for i in range(1, p)], dtype=a.dtype)
+    return (a * inverse[b]) % p
+
+
+def sequences(p: int, orders: list[int], operator: str):
+    """Every sample of the given orders: tokens (N, 2 max(order) + 3) and each sample's order.
+    Order k: all k-tuples of operands, the divisors of '/' nonzero; r = ((x1 ∘ x2) ∘ x3) mod p."""
+    import torch
+
+    v = Vocab(p, operator)
+    width = 2 * max(orders) + 3
+    parts, order_of = [], []
+    for k in sorted(orders):
+        ranges = [torch.arange(p)] + [torch.arange(1 if operator == "/" else 0, p)] * (k - 1)
+        xs = torch.cartesian_prod(*ranges).reshape(-1, k)
+        r = xs[:, 0]
+        for j in range(1, k):
+            r = combine(r, xs[:, j], p, operator)
+        seq = torch.full((len(xs), width), v.pad, dtype=torch.long)
+        seq[:, 0] = v.bos
+        seq[:, 1:2 * k:2] = xs
+        seq[:, 2:2 * k - 1:2] = v.op
+        seq[:, 2 * k] = v.eq
+        seq[:, 2 * k + 1] = r
+        seq[:, 2 * k + 2] = v.eos
+        parts.append(seq)
+        order_of.append(torch.full((len(xs),), k, dtype=torch.long))
+    return torch.cat(parts), torch.cat(order_of)
+
+
+def encode(operands: list[int], p: int, operator: str):
+    """One sample's full token sequence (a LongTensor), as `sequences` writes it."""
+    import torch
+
+    tokens, order = sequences(p, [len(operands)], operator)
+    k = len(operands)
+    rows = tokens[:, 1:2 * k:2]
+    hit = (rows == torch.tensor(operands)).all(1).nonzero()
+    if len(hit) == 0:
+        raise ValueError(f"operands {operands}: not a sample of p = {p}, operator {operator!r} "
+                         "(each below p; divisors nonzero)")
+    return tokens[int(hit[0])]
+
+
+def split(order, r_train: float, seed: int):
+    """Seeded train / validation indices: a fraction r_train of each order's samples trains
+    (at least one sample on each side)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    train, valid = [], []
+    for k in sorted(set(order.tolist())):
+        idx = torch.nonzero(order == k).squeeze(1)
+        idx = idx[torch.randperm(len(idx), generator=g)]
+        n = min(max(round(r_train * len(idx)), 1), len(idx) - 1)
+        train.append(idx[:n])
+        valid.append(idx[n:])
+    return torch.cat(train), torch.cat(valid)
+
+
+def inputs_targets(tokens, vocab: Vocab):
+    """x = tokens[:, :-1], y = tokens[:, 1:], mask: the right-hand side's targets (every
+    position from '=' on whose target is not PAD)."""
+    x, y = tokens[:, :-1], tokens[:, 1:]
+    mask = ((x == vocab.eq).cumsum(1) > 0) & (y != vocab.pad)
+    return x, y, mask
+
+
+def first_scored(mask) -> int:
+    """The first position any sample scores: a model need not produce logits before it."""
+    return int(mask.any(0).nonzero()[0])
+
+
+def score(model, x, y, mask, outputs_from: int, batch_size: int = 4096):
+    """Per-sample right-hand-side loss and correctness (two tensors of len(x)), in batches of
+    whole tensors: no loop over samples."""
+    import torch
+    import torch.nn.functional as F
+
+    losses, correct = [], []
+    with torch.no_grad():
+        for i in range(0, len(x), batch_size):
+            xb, yb, mb = (t[i:i + batch_size] for t in (x, y, mask))
+            logits = model(xb, outputs_from=outputs_from)
+            yb, mb = yb[:, outputs_from:], mb[:, outputs_from:]
+            nll = F.cross_entropy(logits.transpose(1, 2), yb, reduction="none")
+            losses.append((nll * mb).sum(1) / mb.sum(1))
+            correct.append(((logits.argmax(-1) == yb) | ~mb).all(1))
+    return torch.cat(losses), torch.cat(correct)
+
+
+@dataclass(frozen=True)
+class Split:
+    x: object      # (N, T) inputs
+    y: object      # (N, T) next-token targets
+    mask: object   # (N, T) the right-hand side's targets
+    order: object  # (N,) each sample's order
+
+
+class Data:
+    """One cell's data: every sample, split by the seed, on the device; evaluate(model) scores
+    both sets in full (the fit loop's validation hook)."""
+
+    def __init__(self, config: dict, seed: int, device):
+        self.vocab = Vocab(config["p"], config["operator"])
+        self.orders = sorted(config["orders"])
+        tokens, order = sequences(config["p"], self.orders, config["operator"])
+        x, y, mask = inputs_targets(tokens, self.vocab)
+        self.outputs_from = first_scored(mask)
+        parts = split(order, config["r_train"], seed)
+        self.splits = {name: Split(*(t[idx].to(device) for t in (x, y, mask, order)))
+                       for name, idx in zip(("train", "val"), parts)}
+
+    def evaluate(self, model) -> dict:
+        import torch
+
+        out = {}
+        for name, s in self.splits.items():
+            loss, correct = score(model, s.x, s.y, s.mask, self.outputs_from)
+            out[f"{name}_loss"], out[f"{name}_acc"] = _mean(loss), _mean(correct)
+            if len(self.orders) > 1:
+                for k in self.orders:
+                    sel = s.order == k
+                    out[f"o{k}_{name}_loss"], out[f"o{k}_{name}_acc"] = _mean(loss[sel]), _mean(correct[sel])
+        with torch.no_grad():
+            out["param_norm"] = float(torch.sqrt(sum(p.pow(2).sum() for p in model.parameters())))
+        return out
+
+
+def _mean(t) -> float:
+    return float(t.float().mean())
+
+
+def embedding_params(model) -> int:
+    """Parameters of the token and learned positional embeddings (excluded from P)."""
+    import torch
+
+    return sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding)
+               for p in m.parameters())
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+def curve_metrics(curve: list[dict], upto: int | None = None, prefix: str = "") -> dict:
+    """The spec's per-run metrics from the evaluation curve (rows: step, train_loss, val_loss,
+    train_acc, val_acc), over the steps <= upto when given: the best value of each (minimum
+    loss, maximum accuracy), the first step reaching it (<name>_step: the spec's t_f), and
+    dt_loss_steps / dt_acc_steps (Δt), how many steps validation lagged behind training."""
+    rows = [r for r in curve if upto is None or r["step"] <= upto]
+    if not rows:
+        raise ValueError(f"no evaluation at or before step {upto}")
+    out = {}
+    for name, best in (("train_loss", min), ("val_loss", min), ("train_acc", max), ("val_acc", max)):
+        value = best(r[name] for r in rows)
+        out[f"{prefix}{name}"] = value
+        out[f"{prefix}{name}_step"] = next(r["step"] for r in rows if r[name] == value)
+    out[f"{prefix}dt_loss_steps"] = out[f"{prefix}val_loss_step"] - out[f"{prefix}train_loss_step"]
+    out[f"{prefix}dt_acc_steps"] = out[f"{prefix}val_acc_step"] - out[f"{prefix}train_acc_step"]
+    return out
+
+
+# --- studies ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Run:
+    """One cell of a study: a model, a seed and the full configuration it trains with."""
+    study: str
+    model: str
+    seed: int
+    label: str        # the study and its swept values: "data.r0.3", "size.L2d128", "sanity"
+    config: dict      # base + the study's set + the swept values
+    swept: dict       # {key: value} of the swept keys
+    budgets: tuple = ()  # compute study: also score the first alpha * steps steps
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}-{self.label}-{self.seed}"
+
+
+def merged(params: dict) -> dict:
+    """The modular block with the current profile's overrides applied."""
+    return _merge(params["modular"], params["profiles"][params["profile"]]["modular"])
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def _label(value) -> str:
+    if isinstance(value, list):
+        return "".join(str(v) for v in value)
+    return str(value)
+
+
+def study_runs(params: dict, study: str) -> list[Run]:
+    """The cells of a study in the current profile, in sweep order (models, then values, then
+    seeds)."""
+    m = merged(params)
+    s = m["studies"][study]
+    base = {**m["base"], **s.get("set", {})}
+    sweep = s.get("sweep", {})
+    keys = list(sweep)
+    runs = []
+    for model in s.get("models", m["models"]):
+        for values in itertools.product(*(sweep[k] for k in keys)):
+            swept = dict(zip(keys, values))
+            label = study + ("." + "".join(f"{ABBREV.get(k, k)}{_label(v)}" for k, v in swept.items())
+                             if swept else "")
+            for seed in s.get("seeds", m["seeds"]):
+                runs.append(Run(study, model, seed, label, {**base, **swept}, swept,
+                                tuple(s.get("budgets", ()))))
+    return runs
+
+
+# --- params ----------------------------------------------------------------------------------
+
+def _model_names() -> tuple[str, ...]:
+    """The LMs a study builds from its (d_model, layers, heads)."""
+    from arithrepro.models import MODELS
+
+    return tuple(n for n, s in MODELS.items() if not s.grid and s.kind == "lm")
+
+
+def _prime(key, value) -> None:
+    integer(2, 1000)(key, value)
+    if any(value % q == 0 for q in range(2, int(math.isqrt(value)) + 1)):
+        fail(key, value, "a prime (every nonzero residue needs an inverse)")
+
+
+BASE = {
+    "p": _prime,
+    "orders": list_of(integer(2, 3)),
+    "operator": choice(*OPERATORS),
+    "r_train": number(0, 1, lo_open=True, hi_open=True),
+    "layers": integer(1, 64),
+    "d_model": integer(1),
+    "heads": integer(1),
+    "dropout": number(0, 1, hi_open=True),
+    "lr": number(0, lo_open=True),
+    "weight_decay": number(0),
+    "batch_size": integer(1),
+    "steps": integer(1),
+    "eval_every": integer(1),
+    "checkpoint_every": integer(1),
+}
+
+
+def _values(key, value) -> None:
+    if not isinstance(value, dict):
+        fail(key, value, "a mapping of params keys to values")
+    for k, v in value.items():
+        if k not in BASE:
+            raise ParamsError(f"{key}.{k}: unknown key; allowed: {', '.join(BASE)}")
+        BASE[k](f"{key}.{k}", v)
+
+
+def _sweep(key, value) -> None:
+    if not isinstance(value, dict):
+        fail(key, value, "a mapping of params keys to lists of values")
+    for k, v in value.items():
+        if k not in BASE:
+            raise ParamsError(f"{key}.{k}: unknown key; allowed: {', '.join(BASE)}")
+        if not isinstance(v, list) or not v:
+            fail(f"{key}.{k}", v, "a non-empty list")
+        for i, item in enumerate(v):
+            BASE[k](f"{key}.{k}[{i}]", item)
+
+
+def _study_schema(compute: bool) -> dict:
+    s = {"models": Optional(list_of(lambda k, v: choice(*_model_names())(k, v))),
+         "seeds": Optional(list_of(integer(0))),
+         "set": Optional(_values), "sweep": Optional(_sweep)}
+    if compute:
+        s["budgets"] = list_of(number(0, 1, lo_open=True))
+    return s
+
+
+def _optional(schema):
+    """The same schema with every key optional: a profile overrides what it names."""
+    if isinstance(schema, dict):
+        return {k: Optional(_optional(v.schema if isinstance(v, Optional) else v))
+                for k, v in schema.items()}
+    return schema
+
+
+class ModularTask(TaskBase):
+    name = "modular"
+    grid = False   # runs as studies (stages/modular_study.py), not as train/evaluate cells
+
+    @classmethod
+    def params_schema(cls) -> dict:
+        return {
+            "models": list_of(lambda k, v: choice(*_model_names())(k, v)),
+            "seeds": list_of(integer(0)),
+            "base": dict(BASE),
+            "studies": {s: _study_schema(s == "compute") for s in STUDIES},
+            "attention": {"study": choice(*STUDIES), "model": lambda k, v: choice(*_model_names())(k, v),
+                          "samples": list_of(list_of(integer(0), unique=False))},
+        }
+
+    @classmethod
+    def profile_schema(cls) -> dict:
+        return _optional(cls.params_schema())
+
+    @classmethod
+    def check_params(cls, params: dict) -> None:
+        m = merged(params)
+        where = f"profiles.{params['profile']}.modular / modular"
+        try:
+            check_schema(cls.params_schema(), m, "modular")
+        except ParamsError as err:
+            raise ParamsError(f"{err} (after merging {where})") from None
+        for study in STUDIES:
+            for run in study_runs(params, study):
+                c = run.config
+                if c["d_model"] % c["heads"]:
+                    raise ParamsError(f"modular.studies.{study}: d_model = {c['d_model']} is not a "
+                                      f"multiple of heads = {c['heads']} (cell {run.name})")
+        a = m["attention"]
+        p = {**m["base"], **m["studies"][a["study"]].get("set", {})}["p"]
+        for i, sample in enumerate(a["samples"]):
+            if len(sample) not in (2, 3) or any(x >= p for x in sample):
+                raise ParamsError(f"modular.attention.samples[{i}] = {sample}: expected 2 or 3 "
+                                  f"operands below p = {p}")
+
+    def data(self, config: dict, seed: int, device) -> Data:
+        return Data(config, seed, device)
+
+    def dims(self, config: dict) -> dict:
+        v = Vocab(config["p"], config["operator"])
+        return {"vocab_size": v.size, "max_len": 2 * max(config["orders"]) + 2, "pad_id": v.pad}
+
+
+TASK = ModularTask()

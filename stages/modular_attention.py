@@ -1,0 +1,69 @@
+"""modular-attention: attention maps of a GPT that generalized, for chosen samples."""
+
+from __future__ import annotations
+
+import click
+
+from arithrepro.stages.common import done, friendly_errors, params_option, paths
+
+
+@click.command("modular-attention")
+@params_option
+@friendly_errors
+def modular_attention(params_path: str) -> None:
+    """Draw the attention weights of every layer and head for each chosen sample.
+
+    Reads params: profile, modular.attention (study, model, samples) and the study's settings;
+    metrics/modular/runs/<study>/ (to pick the run of `model` with the best validation accuracy,
+    then the lowest validation loss) and runs/modular/<study>/<cell>.pt. Writes
+    plots/modular/attention/sample<i>.png: a grid of maps, rows = layers, columns = heads, both
+    axes labelled with the sample's tokens.
+    """
+    import shutil
+
+    import torch
+
+    from arithrepro import config
+    from arithrepro.io import read_json
+    from arithrepro.models import build_model
+    from arithrepro.report.figures import STYLE, _pyplot, _save
+    from arithrepro.report.modular_figures import attention_grid
+    from arithrepro.tasks.modular import encode, merged, study_runs
+
+    params = config.load(params_path)
+    a = merged(params)["attention"]
+    runs = [r for r in study_runs(params, a["study"]) if r.model == a["model"]]
+    if not runs:
+        raise config.ParamsError(f"modular.attention.model = {a['model']!r}: no such run in the "
+                                 f"{a['study']} study")
+    records = {}
+    for r in runs:
+        path = paths.record("modular") / a["study"] / f"{r.name}.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: missing; run `arithrepro modular-study --study "
+                                    f"{a['study']}` first")
+        records[r.name] = read_json(path)
+    best = max(runs, key=lambda r: (records[r.name]["val_acc"], -records[r.name]["val_loss"]))
+    saved = torch.load(paths.run("modular", a["study"]) / f"{best.name}.pt", map_location="cpu",
+                       weights_only=False)
+    net = build_model(saved["model"], saved["size"], dropout=saved["dropout"], **saved["dims"])
+    net.load_state_dict(saved["state_dict"])
+    net.eval()
+    vocab = saved["vocab"]
+    c = best.config
+    out_dir = paths.plots / "modular" / "attention"
+    shutil.rmtree(out_dir, ignore_errors=True)
+    plt = _pyplot()
+    written = []
+    with plt.rc_context(STYLE):
+        for i, operands in enumerate(a["samples"]):
+            tokens = encode(operands, c["p"], c["operator"])[:-1]  # the model's input: up to r
+            trace = net.trace(tokens.unsqueeze(0))
+            weights = [w[0] for w in trace["attention"]]
+            text = [vocab[t] for t in tokens.tolist()]
+            predicted = vocab[int(trace["logits"][0, -2].argmax())]
+            title = (f"{best.name} (val. accuracy {100 * records[best.name]['val_acc']:.1f} %): "
+                     f"{' '.join(text[1:])}  — predicted r = {predicted}")
+            written.append(_save(plt, attention_grid(plt, weights, text, title),
+                                 out_dir / f"sample{i + 1}.png"))
+    done(f"modular-attention: {len(written)} figures of {best.name} -> {out_dir}")

@@ -1,0 +1,142 @@
+"""modular-study: every cell of one modular study (models x swept values x seeds).
+
+A study is one stage, not a matrix of cells: its lists depend on the profile (which DVC cannot
+interpolate into a matrix), and a cell of the cpu profile trains in seconds, less than a stage
+process takes to start. Each cell is memoized by content in runs/modular/cells/<fingerprint>
+(the configuration, the seed and the training code): a study re-run after one value changed
+trains only that value, a cell shared by two studies (sanity and data at the same r_train)
+trains once, and a killed cell resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import click
+
+from arithrepro.stages.common import default_device, done, friendly_errors, params_option, paths
+
+# The code a cell's result depends on: a change to any of it retrains.
+CODE = ("arithrepro/train.py", "arithrepro/models", "arithrepro/tasks/modular.py")
+
+
+@click.command("modular-study")
+@params_option
+@click.option("--study", required=True, help="sanity, data, orders, size, compute or regularization.")
+@friendly_errors
+def modular_study(params_path: str, study: str) -> None:
+    """Train and score every cell of a modular study.
+
+    Reads params: profile, modular.{models,seeds,base,studies.<study>} and
+    profiles.<profile>.modular (merged over them). Writes, per cell
+    `<model>-<study>[.<swept values>]-<seed>`: metrics/modular/runs/<study>/<cell>.json (the run's
+    metrics), plots/modular/curves/<study>/<cell>.csv (loss, accuracy, per-order accuracy and
+    parameter norm on the full train and validation sets, every eval_every steps),
+    plots/modular/steps/<study>/<cell>.csv (per-step batch loss) and
+    runs/modular/<study>/<cell>.pt (the final model).
+    """
+    import shutil
+
+    from arithrepro import config
+    from arithrepro.io import read_json, write_json
+    from arithrepro.tasks.modular import STUDIES, study_runs
+
+    params = config.load(params_path)
+    if study not in STUDIES:
+        raise config.ParamsError(f"--study = {study!r}: expected one of {', '.join(STUDIES)}")
+    runs = study_runs(params, study)
+    device = default_device()
+    code = _code_hash()
+    out = {"records": paths.record("modular") / study, "curves": paths.plots / "modular" / "curves" / study,
+           "steps": paths.plots / "modular" / "steps" / study, "models": paths.run("modular", study)}
+    for d in out.values():  # a cell dropped from the study leaves nothing behind
+        shutil.rmtree(d, ignore_errors=True)
+    trained = 0
+    for i, run in enumerate(runs):
+        cell = Path("runs/modular/cells") / _fingerprint(run, code)
+        if not (cell / "record.json").is_file():
+            click.echo(f"[{i + 1}/{len(runs)}] {run.name}", err=True)
+            _train(run, cell, device)
+            trained += 1
+        # a cell shared with another study is named after this one
+        record = {**read_json(cell / "record.json"), "size": run.label}
+        write_json(out["records"] / f"{run.name}.json", record)
+        for kind in ("curves", "steps"):
+            out[kind].mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(cell / f"{kind}.csv", out[kind] / f"{run.name}.csv")
+        out["models"].mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cell / "model.pt", out["models"] / f"{run.name}.pt")
+    best = max(runs, key=lambda r: read_json(out["records"] / f"{r.name}.json")["val_acc"])
+    best_acc = read_json(out["records"] / f"{best.name}.json")["val_acc"]
+    done(f"modular-study {study}: {len(runs)} cells ({trained} trained, {len(runs) - trained} "
+         f"reused) on {device}; best val accuracy {100 * best_acc:.2f} % ({best.name}) -> "
+         f"{out['records']}")
+
+
+def _code_hash() -> str:
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1]
+    for entry in CODE:
+        path = root / entry
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for f in files:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _fingerprint(run, code: str) -> str:
+    # how often to checkpoint does not change the result (resuming is exact)
+    config = {k: v for k, v in run.config.items() if k != "checkpoint_every"}
+    key = json.dumps([run.model, run.seed, config, code], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def _train(run, cell: Path, device: str) -> None:
+    import pandas as pd
+    import torch
+
+    from arithrepro.io import save_torch, write_frame, write_json
+    from arithrepro.models import build_model
+    from arithrepro.tasks.modular import TASK, Vocab, curve_metrics, embedding_params
+    from arithrepro.train import EpochBatches, TrainConfig, fit
+
+    c = run.config
+    data = TASK.data(c, run.seed, device)
+    torch.manual_seed(run.seed)
+    dims = TASK.dims(c)
+    size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"]}
+    net = build_model(run.model, size, dropout=float(c["dropout"]), **dims).to(device)
+    cfg = TrainConfig(lr=float(c["lr"]), seed=run.seed, optimizer="adamw", schedule="constant",
+                      warmup_frac=0.0, weight_decay=float(c["weight_decay"]),
+                      val_every=c["eval_every"], checkpoint_every=c["checkpoint_every"],
+                      validate_epochs=False, restore_best=False, outputs_from=data.outputs_from)
+    train = data.splits["train"]
+    batches = EpochBatches(lambda idx: (train.x[idx], train.y[idx], train.mask[idx]),
+                           len(train.x), c["batch_size"], 1, run.seed, device, steps=c["steps"])
+    result = fit(net, batches, data.evaluate, cfg, cell / "checkpoint.pt", cell.name)
+    curve = result["val_curve"]
+    record = {"task": "modular", "model": run.model, "size": run.label, "seed": run.seed,
+              "params": sum(p.numel() for p in net.parameters()) - embedding_params(net),
+              **{k: v for k, v in c.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+              **curve_metrics(curve)}
+    for order in data.orders if len(data.orders) > 1 else []:
+        sub = [{"step": r["step"], **{k: r[f"o{order}_{k}"] for k in
+                                      ("train_loss", "val_loss", "train_acc", "val_acc")}}
+               for r in curve]
+        record.update({k: v for k, v in curve_metrics(sub, prefix=f"o{order}_").items()
+                       if not k.startswith(f"o{order}_dt_")})
+    for alpha in run.budgets:
+        record.update(curve_metrics(curve, upto=int(alpha * c["steps"]), prefix=f"a{alpha:g}_"))
+    record.update(param_norm=curve[-1]["param_norm"], train_seconds=result["train_seconds"],
+                  s_per_step=result["train_seconds"] / max(result["steps"], 1))
+    write_frame(cell / "curves.csv", pd.DataFrame(curve).drop(columns="epoch"))
+    steps = pd.DataFrame(result["train_curve"])[["step", "loss"]]
+    write_frame(cell / "steps.csv", steps)
+    save_torch(cell / "model.pt", {"model": run.model, "size": size, "dropout": float(c["dropout"]),
+                                   "dims": dims, "vocab": Vocab(c["p"], c["operator"]).tokens(),
+                                   "state_dict": {k: v.cpu() for k, v in net.state_dict().items()}})
+    (cell / "checkpoint.pt").unlink(missing_ok=True)
+    write_json(cell / "record.json", record)  # last: its presence marks the cell finished

@@ -1,0 +1,199 @@
+"""The modular task: every sample and its sequence, the split, the right-hand-side mask, the
+spec's loss and accuracy, the per-run metrics, the studies' cells and their params errors."""
+
+import copy
+import itertools
+
+import pytest
+import torch
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arithrepro import config
+from arithrepro.tasks.modular import (Vocab, curve_metrics, encode, first_scored, inputs_targets,
+                                      score, sequences, split, study_runs)
+
+PRIMES = [2, 3, 5, 7, 11, 13]
+
+
+def reference(xs, p, op):
+    r = xs[0]
+    for x in xs[1:]:
+        if op == "+":
+            r = (r + x) % p
+        elif op == "-":
+            r = (r - x) % p
+        elif op == "*":
+            r = (r * x) % p
+        else:
+            r = (r * pow(x, -1, p)) % p
+    return r
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(PRIMES), st.sampled_from(["+", "-", "*", "/"]),
+       st.sampled_from([[2], [3], [2, 3]]))
+def test_every_sample_once_with_its_true_result(p, op, orders):
+    v = Vocab(p, op)
+    tokens, order = sequences(p, orders, op)
+    width = 2 * max(orders) + 3
+    assert tokens.shape[1] == width
+    seen = set()
+    for row, k in zip(tokens.tolist(), order.tolist()):
+        assert row[0] == v.bos and row[2 * k] == v.eq and row[2 * k + 2] == v.eos
+        assert row[2:2 * k:2] == [v.op] * (k - 1)
+        assert row[2 * k + 3:] == [v.pad] * (width - 2 * k - 3)
+        xs = row[1:2 * k:2]
+        assert row[2 * k + 1] == reference(xs, p, op)
+        seen.add(tuple(xs))
+    divisors = p - 1 if op == "/" else p
+    assert len(seen) == len(tokens) == sum(p * divisors ** (k - 1) for k in orders)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(0.05, 0.95), st.integers(0, 10_000))
+def test_split_is_a_seeded_partition_per_order(r, seed):
+    _, order = sequences(5, [2, 3], "+")
+    train, valid = split(order, r, seed)
+    assert sorted(torch.cat([train, valid]).tolist()) == list(range(len(order)))
+    for k, n in ((2, 25), (3, 125)):
+        n_train = int((order[train] == k).sum())
+        assert n_train == min(max(round(r * n), 1), n - 1)
+    again, _ = split(order, r, seed)
+    assert torch.equal(train, again)
+
+
+def test_split_depends_on_the_seed():
+    _, order = sequences(31, [2], "+")
+    assert not torch.equal(split(order, 0.5, 0)[0], split(order, 0.5, 42)[0])
+
+
+def test_the_mask_selects_the_right_hand_side():
+    v = Vocab(5, "+")
+    tokens, _ = sequences(5, [2, 3], "+")
+    x, y, mask = inputs_targets(tokens, v)
+    assert (mask.sum(1) == 2).all()  # r and EOS
+    assert (y[mask].view(-1, 2)[:, 1] == v.eos).all()
+    assert first_scored(mask) == 4  # order 2: the '=' at input position 4 predicts r
+    x2, _, m2 = inputs_targets(sequences(5, [3], "+")[0], v)
+    assert first_scored(m2) == 6
+
+
+def test_encode_finds_the_sample_and_refuses_others():
+    v = Vocab(7, "/")
+    assert encode([3, 5], 7, "/").tolist() == [v.bos, 3, v.op, 5, v.eq, (3 * pow(5, -1, 7)) % 7, v.eos]
+    with pytest.raises(ValueError, match="not a sample"):
+        encode([3, 0], 7, "/")
+
+
+class Fixed(torch.nn.Module):
+    """Returns given logits, to check the scoring rules."""
+
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = logits
+
+    def forward(self, x, outputs_from=0):
+        return self.logits[: len(x), outputs_from:]
+
+
+def test_loss_is_the_per_sample_mean_and_accuracy_needs_every_token():
+    v = Vocab(5, "+")
+    tokens, _ = sequences(5, [2], "+")
+    x, y, mask = inputs_targets(tokens[:3], v)
+    logits = torch.zeros(3, 6, v.size)
+    for i in range(3):
+        logits[i, 4, y[i, 4]] = 5.0        # r right for all three
+        logits[i, 5, v.eos] = 5.0 if i != 1 else -5.0  # EOS wrong for the second
+    loss, correct = score(Fixed(logits), x, y, mask, outputs_from=4)
+    assert correct.tolist() == [True, False, True]
+    lp = torch.log_softmax(logits, -1)
+    expected = [-(lp[i, 4, y[i, 4]] + lp[i, 5, y[i, 5]]) / 2 for i in range(3)]
+    assert torch.allclose(loss, torch.stack(expected), atol=1e-6)
+
+
+def test_curve_metrics_first_step_at_the_best_value_and_budgets():
+    curve = [
+        {"step": 10, "train_loss": 1.0, "val_loss": 2.0, "train_acc": 0.5, "val_acc": 0.1},
+        {"step": 20, "train_loss": 0.1, "val_loss": 1.5, "train_acc": 1.0, "val_acc": 0.2},
+        {"step": 30, "train_loss": 0.1, "val_loss": 0.5, "train_acc": 1.0, "val_acc": 1.0},
+        {"step": 40, "train_loss": 0.2, "val_loss": 0.6, "train_acc": 1.0, "val_acc": 1.0},
+    ]
+    m = curve_metrics(curve)
+    assert (m["train_loss"], m["train_loss_step"]) == (0.1, 20)
+    assert (m["val_acc"], m["val_acc_step"], m["train_acc_step"]) == (1.0, 30, 20)
+    assert m["dt_acc_steps"] == 10 and m["dt_loss_steps"] == 10
+    early = curve_metrics(curve, upto=25, prefix="a0.5_")
+    assert early["a0.5_val_acc"] == 0.2 and early["a0.5_val_loss_step"] == 20
+    with pytest.raises(ValueError, match="no evaluation"):
+        curve_metrics(curve, upto=5)
+
+
+@pytest.fixture(scope="module")
+def params():
+    return config.load("params.yaml")
+
+
+def test_studies_expand_their_sweeps(params):
+    p = copy.deepcopy(params)
+    p["profile"] = "paper"
+    runs = study_runs(p, "size")
+    assert len(runs) == 2 * 9 * 2
+    assert {r.label for r in runs} == {f"size.L{L}d{d}" for L, d in itertools.product([1, 2, 3], [64, 128, 256])}
+    r = next(r for r in runs if r.label == "size.L3d64" and r.model == "gpt-sin" and r.seed == 42)
+    assert r.config["layers"] == 3 and r.config["d_model"] == 64 and r.config["r_train"] == 0.5
+    assert r.name == "gpt-sin-size.L3d64-42"
+    reg = study_runs(p, "regularization")
+    assert {r.model for r in reg} == {"lstm-std"} and all(r.config["steps"] == 40001 for r in reg)
+    compute = study_runs(p, "compute")
+    assert compute[0].budgets[-1] == 1.0 and all(r.config["steps"] == 20001 for r in compute)
+    orders = study_runs(p, "orders")
+    assert orders[0].label == "orders" and orders[0].config["p"] == 11
+
+
+def test_the_profile_overrides_key_by_key(params):
+    p = copy.deepcopy(params)
+    p["profile"] = "smoke"
+    sanity = study_runs(p, "sanity")
+    assert all(r.config["steps"] == p["profiles"]["smoke"]["modular"]["base"]["steps"] for r in sanity)
+    assert all(r.config["operator"] == "+" for r in sanity)  # not overridden: the top-level value
+    orders = study_runs(p, "orders")[0]
+    assert orders.config["orders"] == [2, 3] and orders.config["p"] == 5
+
+
+def bad(params, path, value):
+    p = copy.deepcopy(params)
+    node = p
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return p
+
+
+@pytest.mark.parametrize("path,value,message", [
+    (("modular", "base", "p"), 12, "modular.base.p = 12: expected a prime"),
+    (("modular", "base", "heads"), 3, "d_model = 128 is not a multiple of heads = 3"),
+    (("modular", "studies", "data", "sweep"), {"r_trian": [0.5]}, "modular.studies.data.sweep.r_trian: unknown key"),
+    (("modular", "studies", "data", "sweep"), {"r_train": [1.5]}, r"r_train\[0\] = 1.5"),
+    (("modular", "studies", "size", "models"), ["gpt"], "expected one of lstm-std, gpt-sin"),
+    (("modular", "attention", "samples"), [[3, 40]], "modular.attention.samples\\[0\\]"),
+    (("profiles", "cpu", "modular", "base", "lr"), -1, "modular.base.lr = -1"),
+    (("profiles", "cpu", "modular", "bogus"), 1, "profiles.cpu.modular.bogus: unknown key"),
+])
+def test_params_errors_name_the_key(params, path, value, message):
+    with pytest.raises(config.ParamsError, match=message):
+        config.validate(bad(params, path, value))
+
+
+def test_the_modular_task_is_not_a_grid_task(params):
+    with pytest.raises(config.ParamsError, match="runs as studies"):
+        config.cell(params, "modular", "gpt-sin", "x", 0)
+
+
+def test_params_file_round_trip_keeps_the_spec_defaults():
+    raw = yaml.safe_load(open("params.yaml"))
+    base = raw["modular"]["base"]
+    assert (base["p"], base["r_train"], base["lr"], base["weight_decay"], base["batch_size"],
+            base["steps"]) == (31, 0.5, 0.001, 1.0, 512, 10001)
+    assert raw["profiles"]["paper"]["modular"] == {}
