@@ -39,9 +39,11 @@ def modular_study(params_path: str, study: str) -> None:
     """
     import shutil
 
+    import pandas as pd
+
     from arithrepro import config
     from arithrepro.io import read_json, write_json
-    from arithrepro.tasks.modular import STUDIES, study_runs
+    from arithrepro.tasks.modular import STUDIES, curve_metrics, study_runs
 
     params = config.load(params_path)
     if study not in STUDIES:
@@ -60,8 +62,14 @@ def modular_study(params_path: str, study: str) -> None:
             click.echo(f"[{i + 1}/{len(runs)}] {run.name}", err=True)
             _train(run, cell, device)
             trained += 1
-        # a cell shared with another study is named after this one
+        # a cell shared with another study is named after this one, and scored over this
+        # study's budgets
         record = {**read_json(cell / "record.json"), "size": run.label}
+        if run.budgets:
+            curve = pd.read_csv(cell / "curves.csv").to_dict("records")
+            for alpha in run.budgets:
+                record.update(curve_metrics(curve, upto=int(alpha * run.config["steps"]),
+                                            prefix=f"a{alpha:g}_"))
         write_json(out["records"] / f"{run.name}.json", record)
         for kind in ("curves", "steps"):
             out[kind].mkdir(parents=True, exist_ok=True)
@@ -128,8 +136,6 @@ def _train(run, cell: Path, device: str) -> None:
                for r in curve]
         record.update({k: v for k, v in curve_metrics(sub, prefix=f"o{order}_").items()
                        if not k.startswith(f"o{order}_dt_")})
-    for alpha in run.budgets:
-        record.update(curve_metrics(curve, upto=int(alpha * c["steps"]), prefix=f"a{alpha:g}_"))
     record.update(param_norm=curve[-1]["param_norm"], train_seconds=result["train_seconds"],
                   s_per_step=result["train_seconds"] / max(result["steps"], 1))
     write_frame(cell / "curves.csv", pd.DataFrame(curve).drop(columns="epoch"))
