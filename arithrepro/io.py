@@ -48,6 +48,13 @@ def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
 
 
+def copy_file(src: str | Path, dst: str | Path) -> None:
+    import shutil
+
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+
+
 def save_torch(path: str | Path, obj: Any) -> None:
     import torch
 

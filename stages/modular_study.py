@@ -18,8 +18,8 @@ import click
 
 from arithrepro.stages.common import default_device, done, friendly_errors, params_option, paths
 
-# The code a cell's result depends on: a change to any of it retrains.
-CODE = ("arithrepro/train.py", "arithrepro/models", "arithrepro/tasks/modular.py")
+# The code a cell's result depends on (in the arithrepro package): a change to any of it retrains.
+CODE = ("train.py", "models", "tasks/modular.py")
 
 
 @click.command("modular-study")
@@ -42,7 +42,7 @@ def modular_study(params_path: str, study: str) -> None:
     import pandas as pd
 
     from arithrepro import config
-    from arithrepro.io import read_json, write_json
+    from arithrepro.io import copy_file, read_json, write_json
     from arithrepro.tasks.modular import STUDIES, curve_metrics, study_runs
 
     params = config.load(params_path)
@@ -72,10 +72,8 @@ def modular_study(params_path: str, study: str) -> None:
                                             prefix=f"a{alpha:g}_"))
         write_json(out["records"] / f"{run.name}.json", record)
         for kind in ("curves", "steps"):
-            out[kind].mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(cell / f"{kind}.csv", out[kind] / f"{run.name}.csv")
-        out["models"].mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(cell / "model.pt", out["models"] / f"{run.name}.pt")
+            copy_file(cell / f"{kind}.csv", out[kind] / f"{run.name}.csv")
+        copy_file(cell / "model.pt", out["models"] / f"{run.name}.pt")
     best = max(runs, key=lambda r: read_json(out["records"] / f"{r.name}.json")["val_acc"])
     best_acc = read_json(out["records"] / f"{best.name}.json")["val_acc"]
     done(f"modular-study {study}: {len(runs)} cells ({trained} trained, {len(runs) - trained} "
@@ -84,8 +82,10 @@ def modular_study(params_path: str, study: str) -> None:
 
 
 def _code_hash() -> str:
+    import arithrepro
+
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parents[1]
+    root = Path(arithrepro.__file__).resolve().parent
     for entry in CODE:
         path = root / entry
         files = sorted(path.rglob("*.py")) if path.is_dir() else [path]

@@ -178,6 +178,7 @@ def bad(params, path, value):
     (("modular", "studies", "data", "sweep"), {"r_train": [1.5]}, r"r_train\[0\] = 1.5"),
     (("modular", "studies", "size", "models"), ["gpt"], "expected one of lstm-std, gpt-sin"),
     (("modular", "attention", "samples"), [[3, 40]], "modular.attention.samples\\[0\\]"),
+    (("modular", "attention", "samples"), [[3, 4, 5]], "expected 2 operands below p = 31"),
     (("profiles", "cpu", "modular", "base", "lr"), -1, "modular.base.lr = -1"),
     (("profiles", "cpu", "modular", "bogus"), 1, "profiles.cpu.modular.bogus: unknown key"),
 ])
@@ -197,3 +198,10 @@ def test_params_file_round_trip_keeps_the_spec_defaults():
     assert (base["p"], base["r_train"], base["lr"], base["weight_decay"], base["batch_size"],
             base["steps"]) == (31, 0.5, 0.001, 1.0, 512, 10001)
     assert raw["profiles"]["paper"]["modular"] == {}
+
+
+def test_attention_samples_must_be_samples_of_the_data(params):
+    p = bad(params, ("modular", "base", "operator"), "/")
+    p["modular"]["attention"]["samples"] = [[3, 0]]
+    with pytest.raises(config.ParamsError, match="divisors nonzero"):
+        config.validate(p)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMING = {"train_seconds", "tokens_per_s", "eval_seconds"}
+TIMING = {"train_seconds", "tokens_per_s", "eval_seconds", "s_per_step"}
 FIGURES = ["accuracy_vs_params", "accuracy_vs_length", "val_loss_vs_params", "length_distribution"]
 MODULAR_FIGURES = ["sanity_curves", "data_curves", "data_metrics", "orders_curves", "size_curves",
                    "size_metrics", "compute_curves", "compute_metrics", "compute_budgets",
@@ -116,11 +116,11 @@ def test_smoke_pipeline_end_to_end(clone):
 
     # A new value in one modular sweep trains that value's cells only: the other cells, and the
     # other studies (which re-run, as they read the same profile block), come from the memo.
-    out = sh(["dvc", "exp", "run", "-S", "profiles.smoke.modular.studies.data.sweep.r_train=[0.3,0.5]"],
+    out = sh(["dvc", "exp", "run", "-S", "profiles.smoke.modular.studies.data.sweep.r_train=[0.3,0.6]"],
              clone)
     assert "modular-study data: 4 cells (2 trained, 2 reused)" in out
     assert "modular-study sanity: 2 cells (0 trained, 2 reused)" in out
-    assert "lstm-std-data.r0.5-0" in json.loads((clone / "metrics" / "summary.json").read_text())["modular"]
+    assert "lstm-std-data.r0.6-0" in json.loads((clone / "metrics" / "summary.json").read_text())["modular"]
 
 
 def test_bad_params_stop_the_pipeline_with_one_line(clone):

@@ -4,7 +4,8 @@ Every sample of (a, b) ∈ [0, p)² (and (a, b, c) for order 3) as `BOS a ∘ b 
 with PAD when orders are mixed; a seeded fraction r_train of each order trains, the rest
 validates. Both sets are evaluated in full every `eval_every` steps: per-sample mean NLL over
 the right-hand side (r and EOS), then the mean over samples; a sample is correct only when
-every right-hand-side token is the argmax.
+every right-hand-side token is the argmax. Training minimizes the same loss: every sample has
+two right-hand-side tokens, so the mean over tokens is the mean over samples.
 
 A study is a grid over scalar lists: `sweep: {key: [values]}` (the product of the lists) on top
 of `base` and the study's `set`, for each model and seed. The profile's `modular` block is
@@ -398,11 +399,15 @@ class ModularTask(TaskBase):
                     raise ParamsError(f"modular.studies.{study}: d_model = {c['d_model']} is not a "
                                       f"multiple of heads = {c['heads']} (cell {run.name})")
         a = m["attention"]
-        p = {**m["base"], **m["studies"][a["study"]].get("set", {})}["p"]
+        c = {**m["base"], **m["studies"][a["study"]].get("set", {})}
+        p, divide = c["p"], c["operator"] == "/"
         for i, sample in enumerate(a["samples"]):
-            if len(sample) not in (2, 3) or any(x >= p for x in sample):
-                raise ParamsError(f"modular.attention.samples[{i}] = {sample}: expected 2 or 3 "
-                                  f"operands below p = {p}")
+            if len(sample) not in c["orders"] or any(x >= p for x in sample) \
+                    or (divide and 0 in sample[1:]):
+                raise ParamsError(
+                    f"modular.attention.samples[{i}] = {sample}: expected "
+                    f"{' or '.join(map(str, c['orders']))} operands below p = {p}"
+                    + (", divisors nonzero" if divide else "") + f" (the {a['study']} study's data)")
 
     def data(self, config: dict, seed: int, device) -> Data:
         return Data(config, seed, device)
