@@ -25,12 +25,11 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     import time
 
     import pandas as pd
-    import torch
     from tqdm import tqdm
 
     from arithrepro import config
     from arithrepro.io import read_json, write_frame, write_json
-    from arithrepro.models import build_model
+    from arithrepro.models import load_model
     from arithrepro.tasks import TASKS
 
     params = config.load(params_path)
@@ -40,9 +39,7 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     ckpt = run_dir / "model.pt"
     if not ckpt.is_file():
         raise FileNotFoundError(f"{ckpt}: missing; run `arithrepro train` for this cell first")
-    saved = torch.load(ckpt, map_location="cpu", weights_only=False)
-    net = build_model(saved["model"], saved["size"], dropout=saved["dropout"], **saved["dims"])
-    net.load_state_dict(saved["state_dict"])
+    net, _ = load_model(ckpt)
     device = default_device()
     net.to(device).eval()
     record = dict(read_json(run_dir / "train.json"))

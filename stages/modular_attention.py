@@ -21,11 +21,9 @@ def modular_attention(params_path: str) -> None:
     """
     import shutil
 
-    import torch
-
     from arithrepro import config
     from arithrepro.io import read_json
-    from arithrepro.models import build_model
+    from arithrepro.models import load_model
     from arithrepro.report.figures import STYLE, _pyplot, _save
     from arithrepro.report.modular_figures import attention_grid
     from arithrepro.tasks.modular import encode, merged, study_runs
@@ -44,10 +42,7 @@ def modular_attention(params_path: str) -> None:
                                     f"{a['study']}` first")
         records[r.name] = read_json(path)
     best = max(runs, key=lambda r: (records[r.name]["val_acc"], -records[r.name]["val_loss"]))
-    saved = torch.load(paths.run("modular", a["study"]) / f"{best.name}.pt", map_location="cpu",
-                       weights_only=False)
-    net = build_model(saved["model"], saved["size"], dropout=saved["dropout"], **saved["dims"])
-    net.load_state_dict(saved["state_dict"])
+    net, saved = load_model(paths.run("modular", a["study"]) / f"{best.name}.pt")
     net.eval()
     vocab = saved["vocab"]
     c = best.config

@@ -55,7 +55,7 @@ def modular_study(params_path: str, study: str) -> None:
            "steps": paths.plots / "modular" / "steps" / study, "models": paths.run("modular", study)}
     for d in out.values():  # a cell dropped from the study leaves nothing behind
         shutil.rmtree(d, ignore_errors=True)
-    trained = 0
+    trained, records = 0, {}
     for i, run in enumerate(runs):
         cell = Path("runs/modular/cells") / _fingerprint(run, code)
         if not (cell / "record.json").is_file():
@@ -71,13 +71,13 @@ def modular_study(params_path: str, study: str) -> None:
                 record.update(curve_metrics(curve, upto=int(alpha * run.config["steps"]),
                                             prefix=f"a{alpha:g}_"))
         write_json(out["records"] / f"{run.name}.json", record)
+        records[run.name] = record
         for kind in ("curves", "steps"):
             copy_file(cell / f"{kind}.csv", out[kind] / f"{run.name}.csv")
         copy_file(cell / "model.pt", out["models"] / f"{run.name}.pt")
-    best = max(runs, key=lambda r: read_json(out["records"] / f"{r.name}.json")["val_acc"])
-    best_acc = read_json(out["records"] / f"{best.name}.json")["val_acc"]
+    best = max(records, key=lambda name: records[name]["val_acc"])
     done(f"modular-study {study}: {len(runs)} cells ({trained} trained, {len(runs) - trained} "
-         f"reused) on {device}; best val accuracy {100 * best_acc:.2f} % ({best.name}) -> "
+         f"reused) on {device}; best val accuracy {100 * records[best]['val_acc']:.2f} % ({best}) -> "
          f"{out['records']}")
 
 

@@ -75,3 +75,14 @@ MODELS: dict[str, ModelSpec] = {
 
 def build_model(name: str, size: dict, **kwargs) -> Any:
     return MODELS[name].build(size, **kwargs)
+
+
+def load_model(path) -> tuple[Any, dict]:
+    """A model saved as {model, size, dropout, dims, state_dict, ...} (on the CPU), and the
+    saved dict."""
+    import torch
+
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    net = build_model(saved["model"], saved["size"], dropout=saved["dropout"], **saved["dims"])
+    net.load_state_dict(saved["state_dict"])
+    return net, saved

@@ -131,24 +131,19 @@ def swept_curves(plt, rows: pd.DataFrame, curve_dir: Path, key: str, log2: bool,
     return fig
 
 
-def metrics_vs(plt, rows: pd.DataFrame, key: str, log2: bool, study: str, group: str | None = None):
+def metrics_vs(plt, rows: pd.DataFrame, key: str, log2: bool, study: str):
     """Best loss, best accuracy and the step reaching the best accuracy against the swept key,
-    a line per model (and per value of `group`)."""
+    a line per model and split."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    mean = rows.groupby(["model", key] + ([group] if group else []), as_index=False).mean(numeric_only=True)
-    styles = ["-", "--", ":", "-."]
+    mean = rows.groupby(["model", key], as_index=False).mean(numeric_only=True)
     for model, g in mean.groupby("model", sort=False):
-        st = _style(model)
-        subgroups = g.groupby(group) if group else [(None, g)]
-        for j, (gv, sub) in enumerate(subgroups):
-            sub = sub.sort_values(key)
-            tag = f"{_name(model)}" + (f", {LABEL.get(group, group).split()[-1]} = {gv:g}" if group else "")
-            for split, marker in (("train", "o"), ("val", "s")):
-                kw = dict(color=st["color"], marker=marker, ms=4,
-                          linestyle=styles[j % 4] if group else SPLIT_LINE[split])
-                axes[0].plot(sub[key], sub[f"{split}_loss"], label=f"{tag} {split}", **kw)
-                axes[1].plot(sub[key], sub[f"{split}_acc"], label=f"{tag} {split}", **kw)
-                axes[2].plot(sub[key], sub[f"{split}_acc_step"], label=f"{tag} {split}", **kw)
+        g = g.sort_values(key)
+        for split, marker in (("train", "o"), ("val", "s")):
+            kw = dict(color=_style(model)["color"], marker=marker, ms=4,
+                      linestyle=SPLIT_LINE[split], label=f"{_name(model)} {split}")
+            axes[0].plot(g[key], g[f"{split}_loss"], **kw)
+            axes[1].plot(g[key], g[f"{split}_acc"], **kw)
+            axes[2].plot(g[key], g[f"{split}_acc_step"], **kw)
     for ax, ylabel in zip(axes, ("best loss", "best accuracy", "first step at best accuracy")):
         ax.set_xlabel(LABEL.get(key, key))
         ax.set_ylabel(ylabel)

@@ -34,34 +34,13 @@ ABBREV = {"r_train": "r", "layers": "L", "d_model": "d", "heads": "h", "batch_si
 
 # --- data ------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
 class Vocab:
-    p: int
-    operator: str
+    """The numbers 0..p-1 are their own ids; the operator, '=', BOS, EOS and PAD follow."""
 
-    @property
-    def op(self) -> int:
-        return self.p
-
-    @property
-    def eq(self) -> int:
-        return self.p + 1
-
-    @property
-    def bos(self) -> int:
-        return self.p + 2
-
-    @property
-    def eos(self) -> int:
-        return self.p + 3
-
-    @property
-    def pad(self) -> int:
-        return self.p + 4
-
-    @property
-    def size(self) -> int:
-        return self.p + 5
+    def __init__(self, p: int, operator: str):
+        self.p, self.operator = p, operator
+        self.op, self.eq, self.bos, self.eos, self.pad = range(p, p + 5)
+        self.size = p + 5
 
     def tokens(self) -> list[str]:
         return [str(i) for i in range(self.p)] + [self.operator, "=", "BOS", "EOS", "PAD"]
@@ -248,7 +227,6 @@ class Run:
     seed: int
     label: str        # the study and its swept values: "data.r0.3", "size.L2d128", "sanity"
     config: dict      # base + the study's set + the swept values
-    swept: dict       # {key: value} of the swept keys
     budgets: tuple = ()  # compute study: also score the first alpha * steps steps
 
     @property
@@ -289,7 +267,7 @@ def study_runs(params: dict, study: str) -> list[Run]:
             label = study + ("." + "".join(f"{ABBREV.get(k, k)}{_label(v)}" for k, v in swept.items())
                              if swept else "")
             for seed in s.get("seeds", m["seeds"]):
-                runs.append(Run(study, model, seed, label, {**base, **swept}, swept,
+                runs.append(Run(study, model, seed, label, {**base, **swept},
                                 tuple(s.get("budgets", ()))))
     return runs
 
