@@ -7,14 +7,19 @@ from importlib import import_module
 import click
 
 # Subcommands load on use, so `arithrepro --help` does not import torch.
+# name -> (module under stages/, function)
 COMMANDS = {
-    "generate-datasets": "generate_datasets",
-    "train": "train",
-    "evaluate": "evaluate",
-    "aggregate-tables": "aggregate_tables",
-    "render-figures": "render_figures",
-    "modular-study": "modular_study",
-    "modular-attention": "modular_attention",
+    "generate-datasets": ("generate_datasets", "generate_datasets"),
+    "train": ("train", "train"),
+    "evaluate": ("evaluate", "evaluate"),
+    "aggregate-tables": ("aggregate_tables", "aggregate_tables"),
+    "render-figures": ("render_figures", "render_figures"),
+    "modular-study": ("modular_study", "modular_study"),
+    "modular-attention": ("modular_attention", "modular_attention"),
+    "charlm-corpus": ("charlm", "charlm_corpus"),
+    "charlm-train": ("charlm", "charlm_train"),
+    "charlm-sample": ("charlm", "charlm_sample"),
+    "charlm-compute": ("charlm", "charlm_compute"),
 }
 
 
@@ -25,8 +30,8 @@ class LazyGroup(click.Group):
     def get_command(self, ctx, name):
         if name not in COMMANDS:
             return None
-        module = import_module(f"arithrepro.stages.{COMMANDS[name]}")
-        return getattr(module, COMMANDS[name])
+        module, function = COMMANDS[name]
+        return getattr(import_module(f"arithrepro.stages.{module}"), function)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,6 +6,7 @@ what is allowed; nothing is written.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +136,23 @@ def _join(prefix: str, key: Any) -> str:
     return f"{prefix}.{key}" if prefix else str(key)
 
 
+def all_optional(schema: Any) -> Any:
+    """The same schema with every key optional: a profile overrides what it names."""
+    if isinstance(schema, dict):
+        return {k: Optional(all_optional(v.schema if isinstance(v, Optional) else v))
+                for k, v in schema.items()}
+    return schema
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """base with over's keys replacing its own, mappings merged key by key (lists replaced)."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = (deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict)
+                  else copy.deepcopy(v))
+    return out
+
+
 # --- the params.yaml schema ------------------------------------------------------------------
 
 def schema() -> dict:
@@ -221,8 +239,8 @@ def cell(params: dict, task: str, model: str, size: str, seed: int) -> Cell:
     if task not in tasks:
         raise ParamsError(f"--task = {task!r}: expected one of {', '.join(tasks)}")
     if not tasks[task].grid:
-        raise ParamsError(f"--task = {task!r}: runs as studies, not grid cells; "
-                          f"use `arithrepro {task}-study --study <name>`")
+        raise ParamsError(f"--task = {task!r}: not a grid task; it runs as its own stages "
+                          f"(`dvc repro` runs them; see dvc.yaml)")
     allowed_models = params[task]["models"]
     if model not in allowed_models or model not in MODELS:
         raise ParamsError(f"--model = {model!r}: expected one of {', '.join(allowed_models)} ({task}.models)")

@@ -1,4 +1,5 @@
-"""The one evaluation path: batched greedy decoding with caches, then the task's scoring.
+"""The one evaluation path: batched greedy decoding with caches, then the task's scoring;
+and sampling from the softmax, for the language models.
 
 Samples in a batch have prompts of different lengths. Every sample's tokens stay contiguous from
 position 0 (no padding inside a prompt): the shortest prompt is prefilled in one call, then the
@@ -73,3 +74,35 @@ def accuracy_by(correct: torch.Tensor, groups: torch.Tensor) -> list[dict]:
         rows.append({"length": int(g), "n": int(sel.numel()), "correct": int(sel.sum()),
                      "accuracy": float(sel.float().mean())})
     return rows
+
+
+@torch.no_grad()
+def sample(model, prompt: torch.Tensor, n: int, temperature: float, generator: torch.Generator,
+           context: int | None = None) -> torch.Tensor:
+    """n tokens drawn one at a time from softmax(logits / temperature) after `prompt` (1-D).
+
+    context: the model's block size (learned positions). The cache serves while the text fits
+    in it; after that each step re-reads the last `context` tokens, as nanoGPT does. None: a
+    recurrent model, whose state carries any length.
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    ids = prompt.tolist()
+    x = prompt[-context:] if context else prompt
+    state = model.init_state(1, context or 0)
+    logits, state = model(x.view(1, -1).to(device), state, 0)
+    pos = x.numel()
+    out = []
+    for i in range(n):
+        probs = torch.softmax(logits[0, -1].float().cpu() / temperature, dim=-1)
+        token = int(torch.multinomial(probs, 1, generator=generator))
+        out.append(token)
+        ids.append(token)
+        if i == n - 1:
+            break
+        if context is None or pos < context:
+            logits, state = model(torch.tensor([[token]], device=device), state, pos)
+            pos += 1
+        else:
+            logits = model(torch.tensor([ids[-context:]], device=device))
+    return torch.tensor(out, dtype=torch.long)

@@ -94,3 +94,29 @@ def default_device() -> str:
 def done(message: str) -> None:
     """The one-line summary every stage ends with."""
     click.echo(message, err=True)
+
+
+def code_hash(entries: tuple[str, ...]) -> str:
+    """A hash of the named files and directories (*.py) of the installed arithrepro package:
+    the code a memoized result depends on."""
+    import hashlib
+
+    import arithrepro
+
+    h = hashlib.sha256()
+    root = Path(arithrepro.__file__).resolve().parent
+    for entry in entries:
+        path = root / entry
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for f in files:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def fingerprint(*parts) -> str:
+    """A short content key of JSON-serializable parts (a memo cell's directory name)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]

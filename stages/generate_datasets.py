@@ -29,7 +29,7 @@ def generate_datasets(params_path: str, task: str) -> None:
     grid = [t for t, spec in TASKS.items() if spec.grid]
     if task not in grid:
         raise config.ParamsError(f"--task = {task!r}: expected one of {', '.join(grid)}"
-                                 + (" (modular builds its data in each study)" if task in TASKS else ""))
+                                 + (f" ({task} builds its data in its own stages)" if task in TASKS else ""))
     t0 = time.perf_counter()
     total = TASKS[task].generate_count(params)
     with tqdm(total=total, desc=f"generate {task}", unit="problem", unit_scale=True,

@@ -10,13 +10,12 @@ trains once, and a killed cell resumes from its checkpoint.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import click
 
-from arithrepro.stages.common import default_device, done, friendly_errors, params_option, paths
+from arithrepro.stages.common import (code_hash, default_device, done, fingerprint, friendly_errors,
+                                     params_option, paths)
 
 # The code a cell's result depends on (in the arithrepro package): a change to any of it retrains.
 CODE = ("train.py", "models", "tasks/modular.py")
@@ -50,7 +49,7 @@ def modular_study(params_path: str, study: str) -> None:
         raise config.ParamsError(f"--study = {study!r}: expected one of {', '.join(STUDIES)}")
     runs = study_runs(params, study)
     device = default_device()
-    code = _code_hash()
+    code = code_hash(CODE)
     out = {"records": paths.record("modular") / study, "curves": paths.plots / "modular" / "curves" / study,
            "steps": paths.plots / "modular" / "steps" / study, "models": paths.run("modular", study)}
     for d in out.values():  # a cell dropped from the study leaves nothing behind
@@ -81,25 +80,10 @@ def modular_study(params_path: str, study: str) -> None:
          f"{out['records']}")
 
 
-def _code_hash() -> str:
-    import arithrepro
-
-    h = hashlib.sha256()
-    root = Path(arithrepro.__file__).resolve().parent
-    for entry in CODE:
-        path = root / entry
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-        for f in files:
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
-
-
 def _fingerprint(run, code: str) -> str:
     # how often to checkpoint does not change the result (resuming is exact)
     config = {k: v for k, v in run.config.items() if k != "checkpoint_every"}
-    key = json.dumps([run.model, run.seed, config, code], sort_keys=True)
-    return hashlib.sha256(key.encode()).hexdigest()[:20]
+    return fingerprint(run.model, run.seed, config, code)
 
 
 def _train(run, cell: Path, device: str) -> None:

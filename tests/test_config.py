@@ -49,7 +49,7 @@ def test_the_shipped_params_are_valid():
     (lambda p: p["looped"]["data"].update(variant="hex"), "looped.data.variant = 'hex': expected one of decimal, binary"),
     (lambda p: p.update(seeds=[0, 0]), "seeds = [0, 0]: expected a list without repeats"),
     (lambda p: p["expr"]["data"].update(ood_min_in=20), "expr.data.ood_min_in = 20: expected > expr.data.max_in"),
-    (lambda p: p["profiles"]["paper"].update(charlm={}), "profiles.paper.charlm: unknown key"),
+    (lambda p: p["profiles"]["paper"].update(chess={}), "profiles.paper.chess: unknown key"),
 ])
 def test_bad_values_are_named(change, message):
     with pytest.raises(config.ParamsError) as err:

@@ -32,10 +32,11 @@ def build(name, size="small", dropout=0.1, max_len=48):
 
 
 def test_every_registered_model_is_tested():
+    from tests.test_charlm_models import CHARLM_MODELS
     from tests.test_length_models import LENGTH_MODELS
     from tests.test_modular_models import MODULAR_MODELS
 
-    assert set(MODELS) == set(LM_NAMES) | set(LENGTH_MODELS) | set(MODULAR_MODELS)
+    assert set(MODELS) == set(LM_NAMES) | set(LENGTH_MODELS) | set(MODULAR_MODELS) | set(CHARLM_MODELS)
 
 
 @pytest.mark.parametrize("name,size", sorted(EXPECTED))

@@ -188,7 +188,7 @@ def test_params_errors_name_the_key(params, path, value, message):
 
 
 def test_the_modular_task_is_not_a_grid_task(params):
-    with pytest.raises(config.ParamsError, match="runs as studies"):
+    with pytest.raises(config.ParamsError, match="not a grid task"):
         config.cell(params, "modular", "gpt-sin", "x", 0)
 
 

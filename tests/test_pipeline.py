@@ -1,6 +1,7 @@
 """The real DVC pipeline, smoke profile, in a temporary clone of this checkout."""
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ FIGURES = ["accuracy_vs_params", "accuracy_vs_length", "val_loss_vs_params", "le
 MODULAR_FIGURES = ["sanity_curves", "data_curves", "data_metrics", "orders_curves", "size_curves",
                    "size_metrics", "compute_curves", "compute_metrics", "compute_budgets",
                    "regularization_curves", "regularization_metrics"]
+CHARLM_MODELS = ["rnn", "multi-rnn", "gru", "transformer-1", "transformer-8"]
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -83,15 +85,27 @@ def test_smoke_pipeline_end_to_end(clone):
     assert {"o2_val_acc", "o3_val_acc"} <= set(modular["lstm-std-orders-0"])
     assert (clone / "metrics" / "modular.md").read_text().startswith("# modular")
     assert r"\begin{tabular}" in (clone / "metrics" / "modular.tex").read_text()
+    charlm = summary["charlm"]
+    assert set(charlm) == {f"{m}-s16-0" for m in CHARLM_MODELS}
+    for record in charlm.values():
+        assert {"final_val_loss", "best_val_loss", "final_bpc", "params", "train_seconds",
+                "tokens_per_s"} <= set(record)
+        assert record["best_bpc"] == pytest.approx(record["best_val_loss"] / math.log(2))
+    samples = (clone / "metrics" / "charlm" / "samples.md").read_text()
+    assert all(f"## {m}-s16-0\n\n```text\n12*(3+4)=" in samples for m in CHARLM_MODELS)
+    compute = (clone / "metrics" / "charlm" / "compute.md").read_text()
+    assert "## T = 16" in compute and all(f"| {m} (" in compute for m in CHARLM_MODELS)
     csv = (clone / "metrics" / "summary.csv").read_text().splitlines()
-    assert csv[0].startswith("task,model,size,seed") and len(csv) == 13 + 22
+    assert csv[0].startswith("task,model,size,seed") and len(csv) == 13 + 22 + 5
     for task in ("expr", "abacus", "looped"):
         assert (clone / "metrics" / f"{task}.md").read_text().startswith(f"### {task}")
     assert "looped: exact match by length" in (clone / "metrics" / "looped.md").read_text()
     pngs = [f"expr/{name}.png" for name in FIGURES] + [
         "abacus/heatmaps/abacus-l2r2-0.png", "abacus/ood_vs_recurrences.png",
         "looped/accuracy_vs_digits.png", "modular/attention/sample1.png"] + [
-        f"modular/{name}.png" for name in MODULAR_FIGURES]
+        f"modular/{name}.png" for name in MODULAR_FIGURES] + [
+        "charlm/loss_curves.png", "charlm/attention/transformer-1-s16-0.png",
+        "charlm/attention/transformer-8-s16-0.png"]
     for name in pngs:
         assert (clone / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     for split in ("train", "valid", "test", "ood"):
@@ -111,7 +125,7 @@ def test_smoke_pipeline_end_to_end(clone):
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
     assert {f"train-expr@gpt-{s}-0" for s in ("small", "medium", "large")} <= ran
     assert not any(w in r for r in ran for w in ("lstm", "retran", "abacus", "looped", "generate",
-                                                  "modular")), ran
+                                                  "modular", "charlm")), ran
     assert "aggregate-tables" in ran
 
     # A new value in one modular sweep trains that value's cells only: the other cells, and the
@@ -121,6 +135,15 @@ def test_smoke_pipeline_end_to_end(clone):
     assert "modular-study data: 4 cells (2 trained, 2 reused)" in out
     assert "modular-study sanity: 2 cells (0 trained, 2 reused)" in out
     assert "lstm-std-data.r0.6-0" in json.loads((clone / "metrics" / "summary.json").read_text())["modular"]
+
+    # A sampling temperature re-samples; nothing trains.
+    out = sh(["dvc", "exp", "run", "-S", "charlm.sample.temperature=0.5"], clone)
+    ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+    assert ran == {"charlm-sample"}, ran
+    assert "softmax(logits / 0.5)" in (clone / "metrics" / "charlm" / "samples.md").read_text()
+    # One model's width retrains that model's runs only.
+    out = sh(["dvc", "exp", "run", "-S", "profiles.smoke.charlm.models.gru.d_model=24"], clone)
+    assert "charlm-train: 5 runs (1 trained, 4 reused)" in out
 
 
 def test_bad_params_stop_the_pipeline_with_one_line(clone):

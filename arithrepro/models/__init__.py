@@ -6,8 +6,8 @@ models whose width is part of a budget, from profiles.<profile>.<task>.model (`b
 `kind` says what a task must provide: "lm" models take token sequences (vocab_size, max_len,
 pad_id), "abacus-lm" ones also which tokens are digits and the longest digit runs, and
 "classifier" models take digit pairs and classify each position. A task accepts one kind.
-Models with grid=False (the modular studies' LSTM and GPT) take their sizes and settings from
-the modular block instead of models.<name>.
+Models with a `task` (the modular studies' LSTM and GPT, the charlm models) take their sizes and
+settings from that task's block instead of models.<name>.
 """
 
 from __future__ import annotations
@@ -27,7 +27,11 @@ class ModelSpec:
     size_fields: tuple[str, ...]
     budget_fields: tuple[str, ...] = ()
     rotary: bool = False  # attention with rotary embeddings: head size must be even
-    grid: bool = True     # configured in models.<name> for grid tasks; False: by the modular studies
+    task: str = ""        # "": configured in models.<name> for grid tasks; else by that task's block
+
+    @property
+    def grid(self) -> bool:
+        return not self.task
 
     def size_schema(self) -> dict:
         return {f: integer(1) for f in self.size_fields}
@@ -67,9 +71,15 @@ MODELS: dict[str, ModelSpec] = {
     "looped": ModelSpec("looped", "looped:build_looped", "classifier",
                         ("d_model", "d_ff", "heads", "loop_offset")),
     "lstm-std": ModelSpec("lstm-std", "recurrent:build_standard", "lm", ("d_model", "layers"),
-                          grid=False),
+                          task="modular"),
     "gpt-sin": ModelSpec("gpt-sin", "transformer:build_sinusoidal", "lm",
-                         ("d_model", "layers", "heads"), grid=False),
+                         ("d_model", "layers", "heads"), task="modular"),
+    "rnn": ModelSpec("rnn", "recurrent:build_rnn", "lm", ("d_embed", "d_model", "layers"),
+                     task="charlm"),
+    "gru": ModelSpec("gru", "recurrent:build_gru", "lm", ("d_embed", "d_model", "layers"),
+                     task="charlm"),
+    "nanogpt": ModelSpec("nanogpt", "transformer:build_nanogpt", "lm",
+                         ("d_model", "layers", "heads"), task="charlm"),
 }
 
 

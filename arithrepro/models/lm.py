@@ -21,13 +21,17 @@ from torch import nn
 class LanguageModel(nn.Module):
     def __init__(self, core: nn.Module, vocab_size: int, d_model: int, dropout: float, pad_id: int,
                  positions: nn.Module | None = None, logit_scale: bool = True,
-                 head_bias: bool = False):
+                 head_bias: bool = False, d_embed: int | None = None, tie: bool = False):
         super().__init__()
-        self.embed = nn.Embedding(vocab_size, d_model)
+        # d_embed: a token embedding narrower than the core (the charlm RNNs: 64 into 256)
+        self.embed = nn.Embedding(vocab_size, d_embed or d_model)
         self.positions = positions
         self.drop = nn.Dropout(dropout)
         self.core = core
         self.head = nn.Linear(d_model, vocab_size, bias=head_bias)
+        if tie:  # one matrix embeds the tokens and scores them (nanoGPT's weight tying)
+            assert (d_embed or d_model) == d_model, "tied weights need d_embed = d_model"
+            self.head.weight = self.embed.weight
         # The ReTran source divides the logits by sqrt(d_model); the other sources do not.
         self.scale = 1.0 / math.sqrt(d_model) if logit_scale else 1.0
         self.pad_id = pad_id

@@ -1,4 +1,4 @@
-"""The LSTM cells, written from their equations.
+"""The recurrent cells, written from their equations, and the one core that runs any of them.
 
 - source (expr): short state h (d_model), long state c (d_ff), h <- P(o * c). Unlike
   torch.nn.LSTM there is no tanh on the output, the long state is wider than the short one, the
@@ -6,6 +6,8 @@
   (retran.py) reuses the cell.
 - standard (modular, `lstm-std`): the textbook cell, h = o * tanh(c) with c as wide as h, a zero
   initial state, torch.nn.LSTM's initialization; equal to torch.nn.LSTM (tests).
+- Elman and GRU (charlm, `rnn` / `gru`): h = tanh(W x + U h) with biases, and the bias-free GRU;
+  equal to torch.nn.RNN and torch.nn.GRU(bias=False) (tests).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ class SourceLSTMCell(nn.Module):
     def __init__(self, d_in: int, d_model: int, d_ff: int, input_init: str = "kaiming",
                  standard: bool = False):
         super().__init__()
-        self.d_ff, self.standard = d_ff, standard
+        self.d_ff, self.standard, self.zero_start = d_ff, standard, standard
         self.W = nn.Linear(d_in, 4 * d_ff)               # input weights; carries the gate biases
         self.U = nn.Linear(d_model, 4 * d_ff, bias=False)  # recurrent weights
         if standard:
@@ -50,6 +52,12 @@ class SourceLSTMCell(nn.Module):
     def initial(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.h0.expand(batch, -1), self.c0.expand(batch, -1)
 
+    def inputs(self, x: torch.Tensor) -> torch.Tensor:
+        return self.W(x)
+
+    def finish(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.standard else self.out(x)  # the output map, for all steps in one matmul
+
     def step(self, xw, h, c, keep=None):
         """One time step given xw = W(x_t) (B, 4 d_ff). Returns (output, h, c): the output is
         o * c (source) or h = o * tanh(c) (standard)."""
@@ -70,13 +78,91 @@ class SourceLSTMCell(nn.Module):
         return m, h_new, c_new
 
 
-class LSTMCore(nn.Module):
-    """Stacked cells, dropout between layers (not after the last)."""
+class ElmanCell(nn.Module):
+    """h = tanh(W_ih x + b_ih + W_hh h + b_hh), torch.nn.RNN's equation and initialization."""
 
-    def __init__(self, d_model: int, d_ff: int, layers: int, dropout: float, standard: bool = False):
+    zero_start = True  # the initial state is zero: its products need not be computed
+
+    def __init__(self, d_in: int, d_model: int):
         super().__init__()
-        self.cells = nn.ModuleList(SourceLSTMCell(d_model, d_model, d_ff, standard=standard)
-                                   for _ in range(layers))
+        self.W = nn.Linear(d_in, d_model)
+        self.U = nn.Linear(d_model, d_model)
+        self.register_buffer("h0", torch.zeros(d_model), persistent=False)
+        _torch_rnn_init(self, d_model)
+
+    def inputs(self, x: torch.Tensor) -> torch.Tensor:
+        # both biases join the input half, for all steps in one op
+        return self.W(x) + self.U.bias
+
+    def initial(self, batch: int) -> tuple[torch.Tensor]:
+        return (self.h0.expand(batch, -1),)
+
+    def step(self, xw, h, keep=None):
+        h_new = (xw if h is None else torch.addmm(xw, h, self.U.weight.t())).tanh()
+        if keep is not None:
+            h_new = torch.where(keep.unsqueeze(1), h_new, h)
+        return h_new, h_new
+
+    def finish(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+class GRUCell(nn.Module):
+    """The bias-free GRU: r = σ(W_r x + U_r h), z = σ(W_z x + U_z h),
+    n = tanh(W_n x + r ⊙ (U_n h)), h = (1 - z) ⊙ n + z ⊙ h; equal to torch.nn.GRU(bias=False)
+    (tests), whose gate order (r, z, n) and initialization it keeps."""
+
+    zero_start = True
+
+    def __init__(self, d_in: int, d_model: int):
+        super().__init__()
+        self.d = d_model
+        self.W = nn.Linear(d_in, 3 * d_model, bias=False)
+        self.U = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.register_buffer("h0", torch.zeros(d_model), persistent=False)
+        _torch_rnn_init(self, d_model)
+
+    def inputs(self, x: torch.Tensor) -> torch.Tensor:
+        return self.W(x)
+
+    def initial(self, batch: int) -> tuple[torch.Tensor]:
+        return (self.h0.expand(batch, -1),)
+
+    def step(self, xw, h, keep=None):
+        d = self.d
+        if h is None:  # U h = 0
+            rz = xw[:, :2 * d].sigmoid()
+            n = xw[:, 2 * d:].tanh()
+            h_new = n - rz[:, d:] * n
+        else:
+            hu = h @ self.U.weight.t()
+            r, z = (xw[:, :2 * d] + hu[:, :2 * d]).sigmoid().chunk(2, dim=1)
+            n = torch.addcmul(xw[:, 2 * d:], r, hu[:, 2 * d:]).tanh()
+            h_new = torch.addcmul(n, z, h - n)
+        if keep is not None:
+            h_new = torch.where(keep.unsqueeze(1), h_new, h)
+        return h_new, h_new
+
+    def finish(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+def _torch_rnn_init(cell: nn.Module, d_model: int) -> None:
+    bound = d_model ** -0.5  # torch.nn.RNN / GRU / LSTM: U(-1/sqrt(hidden), 1/sqrt(hidden))
+    for p in cell.parameters():
+        nn.init.uniform_(p, -bound, bound)
+
+
+class RecurrentCore(nn.Module):
+    """Stacked cells run step by step, dropout between layers (not after the last).
+
+    A cell provides inputs(x) (its input half for all steps at once), initial(batch) (its
+    state, a tuple), step(xw_t, *state, keep) -> (output, *state) and finish(outputs); cells
+    with zero_start begin from a zero state whose products are skipped."""
+
+    def __init__(self, cells, dropout: float):
+        super().__init__()
+        self.cells = nn.ModuleList(cells)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x, keep=None, state=None, pos: int = 0, outputs_from: int = 0):
@@ -85,27 +171,33 @@ class LSTMCore(nn.Module):
             keep = None  # as in ReTran: trailing padding cannot change a real position's output
         for li, cell in enumerate(self.cells):
             if state is not None:
-                h, c = state[li]
+                s = state[li]
             else:
-                h, c = (None, None) if cell.standard else cell.initial(B)
-            # The input half of every gate, for all steps in one matmul. unbind, not xw[:, t]:
-            # each slice's backward would materialize a zero gradient the size of all of xw.
-            xw = cell.W(x).unbind(1)
+                s = cell.initial(B)
+                if cell.zero_start:
+                    s = (None,) * len(s)
+            # unbind, not xw[:, t]: each slice's backward would materialize a zero gradient
+            # the size of all of xw.
+            xw = cell.inputs(x).unbind(1)
             ms = []
             for t in range(T):
-                m, h, c = cell.step(xw[t], h, c, None if keep is None else keep[:, t])
+                m, *s = cell.step(xw[t], *s, None if keep is None else keep[:, t])
                 ms.append(m)
             if state is not None:
-                state[li] = (h, c)
-            x = torch.stack(ms, dim=1)
-            if not cell.standard:
-                x = cell.out(x)  # the output map, for all steps in one matmul
+                state[li] = tuple(s)
+            x = cell.finish(torch.stack(ms, dim=1))
             if li < len(self.cells) - 1:
                 x = self.drop(x)
         return x[:, outputs_from:], state
 
     def init_state(self, batch, max_len, device=None, dtype=None):
         return [tuple(s.detach().clone() for s in cell.initial(batch)) for cell in self.cells]
+
+
+class LSTMCore(RecurrentCore):
+    def __init__(self, d_model: int, d_ff: int, layers: int, dropout: float, standard: bool = False):
+        super().__init__((SourceLSTMCell(d_model, d_model, d_ff, standard=standard)
+                          for _ in range(layers)), dropout)
 
 
 def build(size: dict, *, vocab_size: int, dropout: float, max_len: int, pad_id: int) -> LanguageModel:
@@ -120,3 +212,19 @@ def build_standard(size: dict, *, vocab_size: int, dropout: float, max_len: int,
     d = size["d_model"]
     core = LSTMCore(d, d, size["layers"], dropout, standard=True)
     return LanguageModel(core, vocab_size, d, dropout, pad_id, logit_scale=False, head_bias=True)
+
+
+def build_rnn(size: dict, *, vocab_size: int, dropout: float, max_len: int, pad_id: int,
+              cell: str = "elman") -> LanguageModel:
+    """The charlm source's recurrent LMs: embedding d_embed -> `layers` cells (hidden d_model)
+    -> linear head with bias. Elman cells (one layer: SimpleRNN; more: the multi-layer RNN) or
+    bias-free GRU cells."""
+    Cell = {"elman": ElmanCell, "gru": GRUCell}[cell]
+    e, d = size["d_embed"], size["d_model"]
+    core = RecurrentCore((Cell(e if i == 0 else d, d) for i in range(size["layers"])), dropout)
+    return LanguageModel(core, vocab_size, d, dropout, pad_id, logit_scale=False, head_bias=True,
+                         d_embed=e)
+
+
+def build_gru(size: dict, **kwargs) -> LanguageModel:
+    return build_rnn(size, cell="gru", **kwargs)

@@ -8,6 +8,7 @@
 - gpt-sin (modular): pre-norm blocks with the hand-written LayerNorm, fixed sinusoidal positions,
   a bias-free MLP, a linear classifier with bias; it can return its hidden states and attention
   weights.
+- nanogpt (charlm): pre-norm blocks with biases, learned positions, a head tied to the embedding.
 
 The attention module is shared with ReTran (retran.py), which differs only in what it attends to.
 """
@@ -95,6 +96,26 @@ class SinusoidalPositions(nn.Module):
         if state is not None:
             state[0] += tokens.size(1)
         return self.table[start:start + tokens.size(1)]
+
+    def init_state(self, batch: int, device=None) -> list:
+        return [0]
+
+
+class LearnedPositions(nn.Module):
+    """A learned vector per position up to max_len, added to the token embedding (GPT-2)."""
+
+    def __init__(self, d_model: int, max_len: int):
+        super().__init__()
+        self.table = nn.Embedding(max_len, d_model)
+
+    def forward(self, tokens: torch.Tensor, state: list | None = None) -> torch.Tensor:
+        start = 0 if state is None else state[0]
+        if state is not None:
+            state[0] += tokens.size(1)
+        if start + tokens.size(1) > self.table.num_embeddings:
+            raise ValueError(f"position {start + tokens.size(1) - 1} is past the block size "
+                             f"{self.table.num_embeddings}")
+        return self.table(torch.arange(start, start + tokens.size(1), device=tokens.device))
 
     def init_state(self, batch: int, device=None) -> list:
         return [0]
@@ -288,8 +309,9 @@ class TransformerCore(nn.Module):
 
 
 
-def gpt2_init(model: nn.Module, layers: int) -> None:
-    """GPT-2 initialization: N(0, 0.02) everywhere, attention outputs N(0, 0.02/sqrt(2L))."""
+def gpt2_init(model: nn.Module, layers: int, mlp_out: bool = False) -> None:
+    """GPT-2 initialization: N(0, 0.02) everywhere, attention outputs N(0, 0.02/sqrt(2L)), and
+    with mlp_out (nanoGPT) the MLP's output projections too."""
     for m in model.modules():
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, 0.0, 0.02)
@@ -301,6 +323,8 @@ def gpt2_init(model: nn.Module, layers: int) -> None:
     for m in model.modules():
         if isinstance(m, Attention):
             nn.init.normal_(m.o.weight, 0.0, 0.02 / math.sqrt(2 * layers))
+        if mlp_out and isinstance(m, Block):
+            nn.init.normal_(m.ff[-1].weight, 0.0, 0.02 / math.sqrt(2 * layers))
 
 
 def build_sinusoidal(size: dict, *, dropout: float, vocab_size: int, max_len: int,
@@ -316,6 +340,20 @@ def build_sinusoidal(size: dict, *, dropout: float, vocab_size: int, max_len: in
                           positions=SinusoidalPositions(d, max_len), logit_scale=False,
                           head_bias=True)
     return model  # PyTorch's default initialization: embeddings N(0, 1) stand out of the positions
+
+
+def build_nanogpt(size: dict, *, dropout: float, vocab_size: int, max_len: int,
+                  pad_id: int) -> LanguageModel:
+    """The charlm source's nanoGPT: learned positions (block size = max_len), pre-norm blocks
+    with biases everywhere and a GELU MLP 4x, fused attention, a final LayerNorm, and a bias-free
+    head tied to the token embedding; nanoGPT's initialization."""
+    d, L = size["d_model"], size["layers"]
+    core = TransformerCore(d, 4 * d, d, L, size["heads"], dropout, max_len, prenorm=True,
+                           rope=False)
+    model = LanguageModel(core, vocab_size, d, dropout, pad_id,
+                          positions=LearnedPositions(d, max_len), logit_scale=False, tie=True)
+    gpt2_init(model, L, mlp_out=True)
+    return model
 
 
 def build(size: dict, *, dropout: float, vocab_size: int, max_len: int, pad_id: int) -> LanguageModel:

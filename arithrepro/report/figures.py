@@ -313,8 +313,9 @@ def figures() -> dict:
     """{task: renderer}; each renderer takes (summary rows of the task, plots/<task>/eval,
     data/<task>, plots/<task>). A function, not a constant: the other tasks' modules import
     this one's helpers."""
+    from arithrepro.report.charlm_report import render_charlm
     from arithrepro.report.length_figures import render_abacus, render_looped
     from arithrepro.report.modular_figures import render_modular
 
     return {"expr": render_expr, "abacus": render_abacus, "looped": render_looped,
-            "modular": render_modular}
+            "modular": render_modular, "charlm": render_charlm}

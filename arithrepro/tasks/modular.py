@@ -15,13 +15,12 @@ lists and the budget while `paper` keeps the spec's.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import math
 from dataclasses import dataclass
 
-from arithrepro.config import (Optional, ParamsError, check_schema, choice, fail, integer,
-                               list_of, number)
+from arithrepro.config import (Optional, ParamsError, all_optional, check_schema, choice,
+                               deep_merge, fail, integer, list_of, number)
 from arithrepro.tasks.common import TaskBase
 
 OPERATORS = ("+", "-", "*", "/")
@@ -236,14 +235,7 @@ class Run:
 
 def merged(params: dict) -> dict:
     """The modular block with the current profile's overrides applied."""
-    return _merge(params["modular"], params["profiles"][params["profile"]]["modular"])
-
-
-def _merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
+    return deep_merge(params["modular"], params["profiles"][params["profile"]]["modular"])
 
 
 def _label(value) -> str:
@@ -278,7 +270,7 @@ def _model_names() -> tuple[str, ...]:
     """The LMs a study builds from its (d_model, layers, heads)."""
     from arithrepro.models import MODELS
 
-    return tuple(n for n, s in MODELS.items() if not s.grid and s.kind == "lm")
+    return tuple(n for n, s in MODELS.items() if s.task == "modular")
 
 
 def _prime(key, value) -> None:
@@ -335,14 +327,6 @@ def _study_schema(compute: bool) -> dict:
     return s
 
 
-def _optional(schema):
-    """The same schema with every key optional: a profile overrides what it names."""
-    if isinstance(schema, dict):
-        return {k: Optional(_optional(v.schema if isinstance(v, Optional) else v))
-                for k, v in schema.items()}
-    return schema
-
-
 class ModularTask(TaskBase):
     name = "modular"
     grid = False   # runs as studies (stages/modular_study.py), not as train/evaluate cells
@@ -360,7 +344,7 @@ class ModularTask(TaskBase):
 
     @classmethod
     def profile_schema(cls) -> dict:
-        return _optional(cls.params_schema())
+        return all_optional(cls.params_schema())
 
     @classmethod
     def check_params(cls, params: dict) -> None:

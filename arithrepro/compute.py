@@ -1,0 +1,104 @@
+"""The cost of generating and of training on T tokens: the spec's formulas, the matmul FLOPs
+torch counts, and measured time (EXPERIMENTS.md §5, the charlm compute table).
+
+Formulas (L layers of width D; per sequence of T tokens):
+- recurrent: 4·g·T·L·D² to generate and 8·g·T·L·D² to train, T·L sequential matmuls, where g
+  counts the matrices a cell multiplies its state by (Elman 1; GRU 3, one per gate: the spec's
+  RNN formula states g = 1);
+- transformer: 24·L·T·D² + 4·L·T²·D per forward pass; generating T tokens with a key/value
+  cache does the same projections one token at a time (6·L sequential matmuls per token),
+  training runs one pass forward and two backward (3x the forward, 6·L sequential matmuls per
+  pass).
+The formulas leave out the embedding and the head (2·V·D per token), a narrow first recurrent
+layer and the elementwise work; the counted column includes the head and shows the difference.
+Measured time is at batch 1, so it shows the latency of the sequential chain that the FLOP
+count does not.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+GATES = {"rnn": 1, "gru": 3}
+
+
+def formulas(model: str, size: dict, T: int) -> dict:
+    """The spec's FLOPs and sequential matmuls to generate and to train on T tokens."""
+    L, D = size["layers"], size["d_model"]
+    if model in GATES:
+        g = GATES[model]
+        return {"formula_gen_flops": 4 * g * T * L * D * D, "formula_train_flops": 8 * g * T * L * D * D,
+                "seq_matmuls_gen": T * L, "seq_matmuls_train": T * L}
+    forward = 24 * L * T * D * D + 4 * L * T * T * D
+    return {"formula_gen_flops": forward, "formula_train_flops": 3 * forward,
+            "seq_matmuls_gen": 6 * L * T, "seq_matmuls_train": 6 * L}
+
+
+def _flop_counter():
+    """torch's FlopCounterMode, also counting the CPU kernel of fused attention (torch counts
+    the CUDA kernels only, so on CPU attention would count as free)."""
+    from torch.utils import flop_counter as fc
+
+    aten = torch.ops.aten
+    mapping = {}
+    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
+        mapping[aten._scaled_dot_product_flash_attention_for_cpu] = (
+            lambda q, k, v, *a, **kw: fc.sdpa_flop_count(q, k, v))
+        mapping[aten._scaled_dot_product_flash_attention_for_cpu_backward] = (
+            lambda g, q, k, v, *a, **kw: fc.sdpa_backward_flop_count(g, q, k, v))
+    return fc.FlopCounterMode(display=False, custom_mapping=mapping)
+
+
+def _train_pass(model, x):
+    def run():
+        model.zero_grad(set_to_none=True)
+        logits = model(x)
+        F.cross_entropy(logits.flatten(0, 1), x.flatten()).backward()
+    return run
+
+
+def _generate(model, T: int, context: int | None):
+    from arithrepro.evaluate import sample
+
+    prompt = torch.zeros(1, dtype=torch.long)
+
+    def run():
+        sample(model, prompt, T - 1, 1.0, torch.Generator().manual_seed(0), context)
+    return run
+
+
+def _seconds(fn, repeats: int) -> float:
+    fn()  # warm-up: allocations, kernel choice
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure(model, T: int, context: int | None, repeats: int) -> dict:
+    """Counted FLOPs and median seconds per token, generating T tokens (the first given) and
+    training on one sequence of T tokens, at batch 1 on the model's device."""
+    device = next(model.parameters()).device
+    x = torch.randint(0, model.head.out_features, (1, T), generator=torch.Generator().manual_seed(0))
+    x = x.to(device)
+    model.train()  # dropout off or not, the matmuls are the same
+    train, gen = _train_pass(model, x), _generate(model, T, context)
+    with _flop_counter() as fc:
+        train()
+    train_flops = fc.get_total_flops()
+    with _flop_counter() as fc:
+        gen()
+    gen_flops = fc.get_total_flops()
+    model.train()
+    t_train = _seconds(train, repeats)
+    t_gen = _seconds(gen, repeats)
+    model.zero_grad(set_to_none=True)
+    return {"counted_gen_flops": gen_flops, "counted_train_flops": train_flops,
+            "gen_s_per_token": t_gen / T, "train_s_per_token": t_train / T,
+            "gen_gflops_per_s": gen_flops / t_gen / 1e9, "train_gflops_per_s": train_flops / t_train / 1e9}

@@ -1,0 +1,87 @@
+"""charlm's compute table (markdown) and loss-curves figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from arithrepro.report.figures import PALETTE, STYLE, _pyplot, _read_csv, _save
+
+
+def _si(x: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def compute_markdown(frame: pd.DataFrame, device: str) -> str:
+    """One table per T: the spec's FLOPs, the counted ones, sequential matmuls and measured time
+    per token, with FLOPs and time relative to the model with the fewest counted FLOPs."""
+    out = [f"# charlm compute: generating and training on T tokens (batch 1, {device})\n",
+           "FLOPs by the spec's formulas and as counted by torch (matmuls, head and attention "
+           "included); sequential matmuls by the spec's count; time = median seconds per token. "
+           "`x` columns: relative to the model with the fewest counted FLOPs at that T; where "
+           "time grows much less (or more) than FLOPs, the FLOP count does not predict the cost.\n"]
+    for T, rows in frame.groupby("T", sort=True):
+        ref = rows.loc[rows["counted_train_flops"].idxmin()]
+        out += [f"## T = {T}\n",
+                "| model | params | L | D | gen FLOPs (spec / counted) | train FLOPs (spec / counted) "
+                "| sequential matmuls (gen / train) | gen ms/token | train ms/token "
+                "| gen FLOPs x / time x | train FLOPs x / time x |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for _, r in rows.iterrows():
+            gx = r["counted_gen_flops"] / ref["counted_gen_flops"]
+            gt = r["gen_s_per_token"] / ref["gen_s_per_token"]
+            tx = r["counted_train_flops"] / ref["counted_train_flops"]
+            tt = r["train_s_per_token"] / ref["train_s_per_token"]
+            out.append(
+                f"| {r['model']} ({r['arch']}) | {_si(r['params'])} | {r['layers']} | {r['d_model']} "
+                f"| {_si(r['formula_gen_flops'])} / {_si(r['counted_gen_flops'])} "
+                f"| {_si(r['formula_train_flops'])} / {_si(r['counted_train_flops'])} "
+                f"| {r['seq_matmuls_gen']:,} / {r['seq_matmuls_train']:,} "
+                f"| {1e3 * r['gen_s_per_token']:.3f} | {1e3 * r['train_s_per_token']:.3f} "
+                f"| {gx:.2f} / {gt:.2f} | {tx:.2f} / {tt:.2f} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir: Path) -> list[Path]:
+    """plots/charlm/loss_curves.png: every run's training loss (a running mean over about 2 %
+    of the steps, the raw values faint) and validation loss, one panel per seq_length."""
+    curves_dir, val_dir = Path(out_dir) / "curves", Path(out_dir) / "val"
+    runs = summary.sort_values(["seq_length", "params"])
+    lengths = sorted(runs["seq_length"].unique())
+    models = list(dict.fromkeys(runs["model"]))
+    colours = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
+    plt = _pyplot()
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, len(lengths), figsize=(5.6 * len(lengths) + 1.6, 4.4),
+                                 squeeze=False, sharey=True)
+        for ax, T in zip(axes[0], lengths):
+            for _, r in runs[runs["seq_length"] == T].iterrows():
+                name = f"{r['model']}-{r['size']}-{int(r['seed'])}"
+                train = _read_csv(curves_dir / f"{name}.csv", {"step", "loss"}, "charlm-train")
+                val = _read_csv(val_dir / f"{name}.csv", {"step", "val_loss"}, "charlm-train")
+                c = colours[r["model"]]
+                window = max(1, len(train) // 50)
+                ax.plot(train["step"], train["loss"], color=c, alpha=0.15, linewidth=0.6)
+                ax.plot(train["step"], train["loss"].rolling(window, min_periods=1).mean(),
+                        color=c, linewidth=1.4,
+                        label=f"{r['model']} ({_si(r['params'])} params): train")
+                ax.plot(val["step"], val["val_loss"], color=c, linestyle="--", marker="o",
+                        markersize=2.5, linewidth=1.0,
+                        label=f"{r['model']}: validation, final {r['final_val_loss']:.3f}")
+            ax.set_title(f"seq_length {T}")
+            ax.set_xlabel("step")
+        axes[0][0].set_ylabel("cross-entropy (nats per character)")
+        handles, labels = axes[0][-1].get_legend_handles_labels()
+        for ax in axes[0][:-1]:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="outside right center")
+        fig.suptitle("charlm: loss per character (train: running mean, validation: dashed)")
+        return [_save(plt, fig, Path(out_dir) / "loss_curves.png")]

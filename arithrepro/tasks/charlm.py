@@ -1,0 +1,356 @@
+"""charlm: character-level language modelling on one corpus (EXPERIMENTS.md §5).
+
+The corpus is a text of `chars` characters from one of three sources:
+- arithmetic: lines `problem=value` drawn from the expr grammar (expr_grammar.py), seeded; the
+  project builds it offline, so the default and smoke profiles use it;
+- tinystories: the first `chars` characters of TinyStories' train split, stories joined by
+  newlines, from the hub through `datasets` or from a local copy at `path`;
+- file: any UTF-8 text file at `path`.
+The vocabulary is the sorted set of its characters. The text is cut into non-overlapping chunks
+of seq_length + 1 characters (input: the first seq_length, target: shifted by one) and the
+chunks are split into train and validation by a seeded permutation.
+
+A run is one model at one (seq_length, steps) of the profile: `<name>-s<seq_length>-<seed>`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from arithrepro.config import (Optional, ParamsError, all_optional, check_schema, choice,
+                               deep_merge, fail, integer, list_of, number)
+from arithrepro.tasks.common import TaskBase
+
+SOURCES = ("arithmetic", "tinystories", "file")
+TINYSTORIES = "roneneldan/TinyStories"
+STORY_END = "<|endoftext|>"  # the separator of TinyStories' own text files
+
+
+# --- the corpus ----------------------------------------------------------------------------
+
+def arithmetic_text(chars: int, seed: int, max_in: int = 24) -> str:
+    """Lines `problem=value` from the expr grammar until `chars` characters."""
+    from arithrepro.tasks.expr_grammar import sample
+
+    rng = random.Random(seed)
+    lines, n = [], 0
+    while n < chars:
+        draw = sample(rng, max_in)
+        if draw is not None:
+            line = f"{draw[0]}={draw[1]}\n"
+            lines.append(line)
+            n += len(line)
+    return "".join(lines)[:chars]
+
+
+def _first_chars(texts, chars: int) -> str:
+    """Texts joined by newlines, cut after `chars` characters (reading no more than needed)."""
+    parts, n = [], 0
+    for text in texts:
+        parts.append(text)
+        n += len(text) + 1
+        if n >= chars:
+            break
+    return "\n".join(parts)[:chars]
+
+
+def _text_column(rows):
+    for row in rows:
+        yield row["text"]
+
+
+def tinystories_text(chars: int, path: str | None = None) -> str:
+    """The first `chars` characters of TinyStories' train split, stories joined by newlines.
+
+    path: None (the hub, through `datasets`), a directory (`Dataset.save_to_disk`, or data files
+    `datasets` can load), a .txt file in TinyStories' own format (stories separated by
+    <|endoftext|> lines) or a .json/.jsonl/.parquet/.csv/.arrow file with a `text` column.
+    """
+    if path is not None:
+        return _local_tinystories(Path(path), chars)
+    # no hub here means a quick one-line error, not minutes of retries
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "10")
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "10")
+    try:
+        import datasets
+
+        rows = datasets.load_dataset(TINYSTORIES, split="train", streaming=True)
+        return _first_chars(_text_column(rows), chars)
+    except Exception as err:  # noqa: BLE001 - any failure of the hub is reported the same way
+        reason = str(err).splitlines()[0][:160] if str(err) else type(err).__name__
+        raise FileNotFoundError(
+            f"charlm.corpus: TinyStories ({TINYSTORIES}) could not be loaded from the hub "
+            f"({reason}); set charlm.corpus.path to a local copy") from None
+
+
+def _local_tinystories(path: Path, chars: int) -> str:
+    if not path.exists():
+        raise FileNotFoundError(f"charlm.corpus.path = {str(path)!r}: no such file or directory")
+    if path.is_file() and path.suffix == ".txt":
+        return _first_chars(_stories(path), chars)
+    import datasets
+
+    formats = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv",
+               ".arrow": "arrow"}
+    try:
+        if path.is_dir() and (path / "dataset_info.json").is_file():
+            rows = datasets.load_from_disk(str(path))
+            rows = rows["train"] if isinstance(rows, datasets.DatasetDict) else rows
+        elif path.is_dir():
+            rows = datasets.load_dataset(str(path), split="train")
+        elif path.suffix in formats:
+            rows = datasets.load_dataset(formats[path.suffix], data_files=str(path), split="train")
+        else:
+            raise ValueError(f"expected a directory or a {', '.join(['.txt', *formats])} file")
+        if "text" not in rows.column_names:
+            raise ValueError(f"no `text` column (columns: {', '.join(rows.column_names)})")
+        return _first_chars(_text_column(rows), chars)
+    except ValueError as err:
+        raise ValueError(f"charlm.corpus.path = {str(path)!r}: {err}") from None
+
+
+def _stories(path: Path):
+    """Stories of a TinyStories .txt file, read line by line."""
+    story: list[str] = []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip() == STORY_END:
+                if story:
+                    yield "".join(story).strip("\n")
+                story = []
+            else:
+                story.append(line)
+    if story:
+        yield "".join(story).strip("\n")
+
+
+def file_text(path: str, chars: int) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"charlm.corpus.path = {path!r}: no such file")
+    try:
+        with p.open(encoding="utf-8") as f:
+            return f.read(chars)
+    except UnicodeDecodeError:
+        raise ValueError(f"charlm.corpus.path = {path!r}: not UTF-8 text") from None
+
+
+def build_corpus(c: dict) -> str:
+    """The text the corpus block asks for (charlm.corpus merged with the profile's)."""
+    if c["source"] == "arithmetic":
+        text = arithmetic_text(c["chars"], c["seed"])
+    elif c["source"] == "tinystories":
+        text = tinystories_text(c["chars"], c["path"])
+    else:
+        text = file_text(c["path"], c["chars"])
+    if len(set(text)) < 2:
+        raise ValueError(f"charlm.corpus: the {c['source']} text has {len(text)} characters and "
+                         f"{len(set(text))} distinct ones; a language model needs more")
+    return text
+
+
+class Vocab:
+    """Characters <-> ids, ids in sorted character order."""
+
+    def __init__(self, chars: list[str]):
+        self.chars = list(chars)
+        self.ids = {c: i for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def of(cls, text: str) -> "Vocab":
+        return cls(sorted(set(text)))
+
+    @property
+    def size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str, key: str = "text"):
+        import torch
+
+        unknown = sorted(set(text) - set(self.ids))
+        if unknown:
+            raise ValueError(f"{key}: characters not in the corpus vocabulary: "
+                             f"{''.join(unknown)!r}")
+        return torch.tensor([self.ids[c] for c in text], dtype=torch.long)
+
+    def decode(self, ids) -> str:
+        return "".join(self.chars[int(i)] for i in ids)
+
+
+def chunk(ids, seq_length: int):
+    """(N, seq_length + 1) non-overlapping chunks; the remainder is dropped."""
+    n = len(ids) // (seq_length + 1)
+    return ids[:n * (seq_length + 1)].view(n, seq_length + 1)
+
+
+def split(n: int, val_frac: float, seed: int):
+    """Seeded (train, validation) chunk indices; at least one of each."""
+    import torch
+
+    if n < 2:
+        raise ValueError(f"charlm: the corpus makes {n} chunk(s); raise charlm.corpus.chars "
+                         "or lower seq_length")
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    n_val = min(n - 1, max(1, round(val_frac * n)))
+    return order[n_val:].sort().values, order[:n_val].sort().values
+
+
+@dataclass(frozen=True)
+class Data:
+    train: object  # (N, seq_length + 1) LongTensors
+    val: object
+
+    @classmethod
+    def of(cls, ids, seq_length: int, val_frac: float, seed: int, device) -> "Data":
+        chunks = chunk(ids, seq_length)
+        tr, va = split(len(chunks), val_frac, seed)
+        return cls(chunks[tr].to(device), chunks[va].to(device))
+
+    @staticmethod
+    def batch(chunks, idx):
+        c = chunks[idx]
+        x, y = c[:, :-1], c[:, 1:]
+        import torch
+
+        return x, y, torch.ones_like(y, dtype=torch.bool)
+
+
+# --- runs and params -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Run:
+    model_name: str    # a key of charlm.models
+    model: str         # the registry's model (rnn, gru, nanogpt)
+    size: dict         # its architecture fields
+    seq_length: int
+    steps: int
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f"s{self.seq_length}"
+
+    @property
+    def name(self) -> str:
+        return f"{self.model_name}-{self.label}-{self.seed}"
+
+
+def merged(params: dict) -> dict:
+    """The charlm block with the current profile's overrides applied."""
+    return deep_merge(params["charlm"], params["profiles"][params["profile"]]["charlm"])
+
+
+def runs(params: dict) -> list[Run]:
+    m = merged(params)
+    out = []
+    for sched in m["runs"]:
+        for name in sched["models"]:
+            arch = m["models"][name]
+            out.append(Run(name, arch["model"], {k: v for k, v in arch.items() if k != "model"},
+                           sched["seq_length"], sched["steps"], m["train"]["seed"]))
+    return out
+
+
+def _models() -> tuple[str, ...]:
+    from arithrepro.models import MODELS
+
+    return tuple(n for n, s in MODELS.items() if s.task == "charlm")
+
+
+def _architecture(key: str, value) -> None:
+    from arithrepro.models import MODELS
+
+    if not isinstance(value, dict) or "model" not in value:
+        fail(key, value, f"a mapping with `model` (one of {', '.join(_models())}) and its sizes")
+    choice(*_models())(f"{key}.model", value["model"])
+    spec = MODELS[value["model"]]
+    check_schema({"model": lambda k, v: None, **spec.size_schema()}, value, key)
+    spec.check_size(key, value)
+
+
+def _path(key: str, value) -> None:
+    if value is not None and not (isinstance(value, str) and value):
+        fail(key, value, "a path or null")
+
+
+def _text(key: str, value) -> None:
+    if not isinstance(value, str) or not value:
+        fail(key, value, "a non-empty string")
+
+
+def _schedule(key: str, value) -> None:
+    check_schema({"seq_length": integer(1), "steps": integer(1), "models": list_of(_text)},
+                 value, key)
+
+
+class CharLMTask(TaskBase):
+    name = "charlm"
+    grid = False   # runs as the charlm stages (stages/charlm.py), not as train/evaluate cells
+
+    @classmethod
+    def params_schema(cls) -> dict:
+        return {
+            "corpus": {"source": choice(*SOURCES), "chars": integer(100), "path": _path,
+                       "seed": integer(0), "val_frac": number(0, 1, lo_open=True, hi_open=True)},
+            "models": _Architectures(),
+            "runs": list_of(_schedule),
+            "train": {"lr": number(0, lo_open=True), "batch_size": integer(1),
+                      "dropout": number(0, 1, hi_open=True), "seed": integer(0),
+                      "eval_every": integer(1), "checkpoint_every": integer(1)},
+            "sample": {"prompt": _text, "chars": integer(1),
+                       "temperature": number(0, lo_open=True), "seed": integer(0)},
+            "attention": {"prompt": _text},
+            "compute": {"repeats": integer(1)},
+        }
+
+    @classmethod
+    def profile_schema(cls) -> dict:
+        schema = all_optional(cls.params_schema())
+        # a profile may override single fields of an architecture; the merged block is checked
+        schema["models"] = Optional(
+            lambda k, v: None if isinstance(v, dict) else fail(k, v, "a mapping"))
+        return schema
+
+    @classmethod
+    def check_params(cls, params: dict) -> None:
+        m = merged(params)
+        where = f"after merging profiles.{params['profile']}.charlm over charlm"
+        try:
+            check_schema(cls.params_schema(), m, "charlm")
+        except ParamsError as err:
+            raise ParamsError(f"{err} ({where})") from None
+        c = m["corpus"]
+        if c["source"] == "file" and c["path"] is None:
+            raise ParamsError(f"charlm.corpus.path: missing; the file source reads it ({where})")
+        for i, sched in enumerate(m["runs"]):
+            for name in sched["models"]:
+                if name not in m["models"]:
+                    raise ParamsError(f"charlm.runs[{i}].models: {name!r} is not one of "
+                                      f"charlm.models ({', '.join(m['models'])})")
+        names = [r.name for r in runs(params)]
+        if len(set(names)) != len(names):
+            raise ParamsError("charlm.runs: a model appears twice at the same seq_length")
+        prompt = m["attention"]["prompt"]
+        for r in runs(params):
+            if r.model == "nanogpt" and len(prompt) > r.seq_length:
+                raise ParamsError(f"charlm.attention.prompt: {len(prompt)} characters, longer "
+                                  f"than {r.name}'s block of {r.seq_length}")
+
+    def dims(self, vocab_size: int, seq_length: int) -> dict:
+        return {"vocab_size": vocab_size, "max_len": seq_length, "pad_id": -1}  # no padding
+
+
+class _Architectures:
+    """charlm.models: name -> {model, sizes...}; a schema leaf (free keys)."""
+
+    def __call__(self, key: str, value) -> None:
+        if not isinstance(value, dict) or not value:
+            fail(key, value, "a mapping of model names to architectures")
+        for name, arch in value.items():
+            _architecture(f"{key}.{name}", arch)
+
+
+TASK = CharLMTask()

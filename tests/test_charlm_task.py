@@ -1,0 +1,198 @@
+"""charlm's data: the offline corpus, the TinyStories loader on local files, the vocabulary,
+chunks and split, the compute formulas, and params errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arithrepro import config
+from arithrepro.compute import formulas, measure
+from arithrepro.models import MODELS
+from arithrepro.tasks import charlm
+from arithrepro.tasks.charlm import (Data, Vocab, arithmetic_text, build_corpus, chunk, file_text,
+                                     split, tinystories_text)
+
+STORIES = ["Once upon a time, a cat sat.\nIt was happy.", "Tom had a red ball.", "The end."]
+
+
+@settings(max_examples=25, deadline=None)
+@given(chars=st.integers(100, 3000), seed=st.integers(0, 10**6))
+def test_arithmetic_corpus_lines_are_true_and_seeded(chars, seed):
+    text = arithmetic_text(chars, seed)
+    assert len(text) == chars and text == arithmetic_text(chars, seed)
+    for line in text.split("\n")[:-1]:  # the last line may be cut
+        problem, value = line.split("=")
+        assert eval(problem) == int(value)  # noqa: S307 - digits, + - * ( )
+    assert set(text) <= set("0123456789+-*()=\n")
+
+
+def test_arithmetic_corpus_differs_by_seed():
+    assert arithmetic_text(500, 0) != arithmetic_text(500, 1)
+
+
+def _expected(n):
+    return "\n".join(STORIES)[:n]
+
+
+def test_tinystories_txt_file_in_its_own_format(tmp_path):
+    path = tmp_path / "TinyStories-train.txt"
+    path.write_text("".join(f"{s}\n<|endoftext|>\n" for s in STORIES), encoding="utf-8")
+    assert tinystories_text(1000, str(path)) == _expected(1000)
+    assert tinystories_text(40, str(path)) == _expected(40)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "saved"])
+def test_tinystories_dataset_files(tmp_path, fmt):
+    import datasets
+
+    rows = datasets.Dataset.from_dict({"text": STORIES})
+    if fmt == "jsonl":
+        path = tmp_path / "train.jsonl"
+        path.write_text("".join(json.dumps({"text": s}) + "\n" for s in STORIES))
+    elif fmt == "parquet":
+        path = tmp_path / "train.parquet"
+        rows.to_parquet(str(path))
+    else:
+        path = tmp_path / "saved"
+        datasets.DatasetDict({"train": rows}).save_to_disk(str(path))
+    assert tinystories_text(1000, str(path)) == _expected(1000)
+    assert tinystories_text(25, str(path)) == _expected(25)
+
+
+def test_tinystories_errors_name_the_key(tmp_path):
+    with pytest.raises(FileNotFoundError, match="charlm.corpus.path = .*no such file"):
+        tinystories_text(100, str(tmp_path / "missing.txt"))
+    path = tmp_path / "other.jsonl"
+    path.write_text(json.dumps({"story": "x"}) + "\n")
+    with pytest.raises(ValueError, match="charlm.corpus.path = .*no `text` column"):
+        tinystories_text(100, str(path))
+    (tmp_path / "x.bin").write_bytes(b"")
+    with pytest.raises(ValueError, match="charlm.corpus.path = .*expected a directory"):
+        tinystories_text(100, str(tmp_path / "x.bin"))
+
+
+def test_tinystories_without_a_hub_is_one_line(tmp_path):
+    """No hub (offline): one line naming the key to set, no traceback, within seconds."""
+    code = ("from arithrepro.tasks.charlm import tinystories_text\n"
+            "try:\n    tinystories_text(100)\n"
+            "except FileNotFoundError as e:\n    print(e)\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "HF_HOME": str(tmp_path / "hf")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    line = out.stdout.strip()
+    assert "\n" not in line and "could not be loaded from the hub" in line
+    assert "set charlm.corpus.path" in line
+
+
+def test_file_source(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("héllo wörld\n" * 10, encoding="utf-8")
+    assert file_text(str(path), 15) == ("héllo wörld\n" * 2)[:15]
+    (tmp_path / "b.txt").write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(ValueError, match="not UTF-8"):
+        file_text(str(tmp_path / "b.txt"), 10)
+    c = {"source": "file", "path": str(tmp_path / "one.txt"), "chars": 100, "seed": 0}
+    (tmp_path / "one.txt").write_text("aaaa")
+    with pytest.raises(ValueError, match="1 distinct"):
+        build_corpus(c)
+
+
+def test_vocab_is_sorted_and_round_trips():
+    text = "cab\nba c"
+    v = Vocab.of(text)
+    assert v.chars == sorted(set(text)) and v.size == 5
+    assert v.decode(v.encode(text)) == text
+    with pytest.raises(ValueError, match="charlm.sample.prompt: .*'xz'"):
+        v.encode("zax", "charlm.sample.prompt")
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 400), seq=st.integers(1, 30), frac=st.floats(0.01, 0.9), seed=st.integers(0, 99))
+def test_chunks_and_split(n, seq, frac, seed):
+    ids = torch.arange(n)
+    chunks = chunk(ids, seq)
+    assert chunks.shape == (n // (seq + 1), seq + 1)
+    assert torch.equal(chunks.flatten(), ids[:chunks.numel()])  # non-overlapping, in order
+    if len(chunks) < 2:
+        return
+    tr, va = split(len(chunks), frac, seed)
+    assert len(tr) >= 1 and len(va) >= 1
+    assert sorted(tr.tolist() + va.tolist()) == list(range(len(chunks)))
+    tr2, va2 = split(len(chunks), frac, seed)
+    assert torch.equal(va, va2)
+    data = Data.of(ids, seq, frac, seed, "cpu")
+    x, y, mask = Data.batch(data.train, torch.arange(len(data.train)))
+    assert torch.equal(x[:, 1:], y[:, :-1]) and torch.equal(y - x, torch.ones_like(x)) and mask.all()
+
+
+def test_formulas_at_the_specs_sizes():
+    f = formulas("rnn", {"layers": 1, "d_model": 256}, 100)
+    assert f == {"formula_gen_flops": 4 * 100 * 256**2, "formula_train_flops": 8 * 100 * 256**2,
+                 "seq_matmuls_gen": 100, "seq_matmuls_train": 100}
+    assert formulas("gru", {"layers": 2, "d_model": 256}, 20)["formula_gen_flops"] == 3 * 4 * 20 * 2 * 256**2
+    t = formulas("nanogpt", {"layers": 8, "d_model": 128}, 100)
+    forward = 24 * 8 * 100 * 128**2 + 4 * 8 * 100**2 * 128
+    assert t == {"formula_gen_flops": forward, "formula_train_flops": 3 * forward,
+                 "seq_matmuls_gen": 6 * 8 * 100, "seq_matmuls_train": 48}
+
+
+def test_counted_flops_include_the_head_and_attention():
+    torch.manual_seed(0)
+    d, V, T = 32, 10, 16
+    rnn = MODELS["rnn"].build({"d_embed": d, "d_model": d, "layers": 1}, dropout=0.0,
+                              vocab_size=V, max_len=T, pad_id=-1)
+    m = measure(rnn, T, None, repeats=1)
+    # generating T tokens from one given: T - 1 input and state products, T - 1 heads
+    assert m["counted_gen_flops"] == (T - 1) * 2 * (d * d + d * d + d * V)
+    gpt = MODELS["nanogpt"].build({"d_model": d, "heads": 2, "layers": 1}, dropout=0.0,
+                                  vocab_size=V, max_len=T, pad_id=-1)
+    m = measure(gpt, T, T, repeats=1)
+    linear = 3 * T * (24 * d * d + 2 * d * V)  # projections and head, forward + backward
+    assert m["counted_train_flops"] > linear  # attention's T^2 terms are counted too
+    assert all(v > 0 for v in m.values())
+
+
+def _params(**charlm_over):
+    params = config.load("params.yaml")
+    params["profile"] = "smoke"
+    params["profiles"]["smoke"]["charlm"] = charlm_over
+    return params
+
+
+@pytest.mark.parametrize("over,message", [
+    ({"runs": [{"seq_length": 20, "steps": 5, "models": ["lstm"]}]},
+     r"charlm.runs\[0\].models: 'lstm' is not one of charlm.models"),
+    ({"attention": {"prompt": "x" * 30}, "runs": [{"seq_length": 20, "steps": 5, "models": ["transformer-1"]}]},
+     "charlm.attention.prompt: 30 characters, longer than transformer-1-s20-0's block of 20"),
+    ({"corpus": {"source": "file"}}, "charlm.corpus.path: missing"),
+    ({"models": {"gru": {"model": "lstm"}}}, "charlm.models.gru.model = 'lstm'"),
+    ({"models": {"transformer-1": {"heads": 3}}}, "charlm.models.transformer-1.d_model = 128: expected a multiple of heads"),
+    ({"sample": {"temperature": 0}}, "charlm.sample.temperature = 0"),
+    ({"corpus": {"source": "web"}}, "charlm.corpus.source = 'web'"),
+])
+def test_params_errors_name_the_key(over, message):
+    with pytest.raises(config.ParamsError, match=message):
+        config.validate(_params(**over))
+
+
+def test_an_architecture_names_its_missing_field():
+    params = _params()
+    params["charlm"]["models"]["gru"] = {"model": "gru", "d_model": 8, "layers": 1}
+    with pytest.raises(config.ParamsError, match="charlm.models.gru.d_embed: missing"):
+        config.validate(params)
+
+
+def test_profiles_merge_over_the_top_level():
+    params = config.load("params.yaml")
+    params["profile"] = "paper"
+    m = charlm.merged(params)
+    assert m["corpus"]["source"] == "tinystories" and m["corpus"]["chars"] == 10_000_000
+    assert [r.name for r in charlm.runs(params)][:2] == ["rnn-s20-0", "multi-rnn-s20-0"]
+    assert {(r.seq_length, r.steps) for r in charlm.runs(params)} == {(20, 2000), (100, 3000)}
