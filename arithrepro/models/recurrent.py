@@ -78,79 +78,72 @@ class SourceLSTMCell(nn.Module):
         return m, h_new, c_new
 
 
-class ElmanCell(nn.Module):
-    """h = tanh(W_ih x + b_ih + W_hh h + b_hh), torch.nn.RNN's equation and initialization."""
+class _ZeroStartCell(nn.Module):
+    """A cell whose state is one vector h that starts at zero (its products are skipped), with
+    torch.nn.RNN's initialization U(-1/sqrt(d), 1/sqrt(d)) of every parameter."""
 
-    zero_start = True  # the initial state is zero: its products need not be computed
+    zero_start = True
+
+    def __init__(self, W: nn.Linear, U: nn.Linear, d_model: int):
+        super().__init__()
+        self.d, self.W, self.U = d_model, W, U
+        self.register_buffer("h0", torch.zeros(d_model), persistent=False)
+        bound = d_model ** -0.5
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    def initial(self, batch: int) -> tuple[torch.Tensor]:
+        return (self.h0.expand(batch, -1),)
+
+    def finish(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    @staticmethod
+    def kept(h_new, h, keep):
+        """Padding leaves the state as it was."""
+        return h_new if keep is None else torch.where(keep.unsqueeze(1), h_new, h)
+
+
+class ElmanCell(_ZeroStartCell):
+    """h = tanh(W_ih x + b_ih + W_hh h + b_hh), torch.nn.RNN's equation."""
 
     def __init__(self, d_in: int, d_model: int):
-        super().__init__()
-        self.W = nn.Linear(d_in, d_model)
-        self.U = nn.Linear(d_model, d_model)
-        self.register_buffer("h0", torch.zeros(d_model), persistent=False)
-        _torch_rnn_init(self, d_model)
+        super().__init__(nn.Linear(d_in, d_model), nn.Linear(d_model, d_model), d_model)
 
     def inputs(self, x: torch.Tensor) -> torch.Tensor:
         # both biases join the input half, for all steps in one op
         return self.W(x) + self.U.bias
 
-    def initial(self, batch: int) -> tuple[torch.Tensor]:
-        return (self.h0.expand(batch, -1),)
-
     def step(self, xw, h, keep=None):
-        h_new = (xw if h is None else torch.addmm(xw, h, self.U.weight.t())).tanh()
-        if keep is not None:
-            h_new = torch.where(keep.unsqueeze(1), h_new, h)
+        h_new = self.kept((xw if h is None else torch.addmm(xw, h, self.U.weight.t())).tanh(),
+                          h, keep)
         return h_new, h_new
 
-    def finish(self, x: torch.Tensor) -> torch.Tensor:
-        return x
 
-
-class GRUCell(nn.Module):
+class GRUCell(_ZeroStartCell):
     """The bias-free GRU: r = σ(W_r x + U_r h), z = σ(W_z x + U_z h),
     n = tanh(W_n x + r ⊙ (U_n h)), h = (1 - z) ⊙ n + z ⊙ h; equal to torch.nn.GRU(bias=False)
-    (tests), whose gate order (r, z, n) and initialization it keeps."""
-
-    zero_start = True
+    (tests), whose gate order (r, z, n) it keeps."""
 
     def __init__(self, d_in: int, d_model: int):
-        super().__init__()
-        self.d = d_model
-        self.W = nn.Linear(d_in, 3 * d_model, bias=False)
-        self.U = nn.Linear(d_model, 3 * d_model, bias=False)
-        self.register_buffer("h0", torch.zeros(d_model), persistent=False)
-        _torch_rnn_init(self, d_model)
+        super().__init__(nn.Linear(d_in, 3 * d_model, bias=False),
+                         nn.Linear(d_model, 3 * d_model, bias=False), d_model)
 
     def inputs(self, x: torch.Tensor) -> torch.Tensor:
         return self.W(x)
 
-    def initial(self, batch: int) -> tuple[torch.Tensor]:
-        return (self.h0.expand(batch, -1),)
-
     def step(self, xw, h, keep=None):
         d = self.d
         if h is None:  # U h = 0
-            rz = xw[:, :2 * d].sigmoid()
+            z = xw[:, d:2 * d].sigmoid()
             n = xw[:, 2 * d:].tanh()
-            h_new = n - rz[:, d:] * n
+            h_new = n - z * n
         else:
             hu = h @ self.U.weight.t()
             r, z = (xw[:, :2 * d] + hu[:, :2 * d]).sigmoid().chunk(2, dim=1)
             n = torch.addcmul(xw[:, 2 * d:], r, hu[:, 2 * d:]).tanh()
-            h_new = torch.addcmul(n, z, h - n)
-        if keep is not None:
-            h_new = torch.where(keep.unsqueeze(1), h_new, h)
+            h_new = self.kept(torch.addcmul(n, z, h - n), h, keep)
         return h_new, h_new
-
-    def finish(self, x: torch.Tensor) -> torch.Tensor:
-        return x
-
-
-def _torch_rnn_init(cell: nn.Module, d_model: int) -> None:
-    bound = d_model ** -0.5  # torch.nn.RNN / GRU / LSTM: U(-1/sqrt(hidden), 1/sqrt(hidden))
-    for p in cell.parameters():
-        nn.init.uniform_(p, -bound, bound)
 
 
 class RecurrentCore(nn.Module):

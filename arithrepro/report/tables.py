@@ -19,7 +19,8 @@ from arithrepro.io import write_frame, write_json, write_text
 
 KEYS = ["task", "model", "size", "seed"]
 # Metrics shown first in the markdown tables; any others follow in record order.
-PREFERRED = ["test_acc", "id_acc", "ood_acc", "best_val_loss", "train_seconds"]
+PREFERRED = ["test_acc", "id_acc", "ood_acc", "final_val_loss", "best_val_loss", "final_bpc",
+             "train_seconds"]
 # Per-length / per-recurrence metrics: shown in their task's own table (EXTRA_TABLES), one row
 # per length or count, rather than as a dozen columns of the main table.
 FAMILY = re.compile(r"^(acc_len|digit_acc_len|acc_r|ood_r)\d+$")
