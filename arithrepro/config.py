@@ -153,6 +153,18 @@ def deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
+def check_merged(params: dict, task: str, schema: Any) -> dict:
+    """A task block with the current profile's overrides merged in, checked against the
+    block's schema; returns the merged block."""
+    merged = deep_merge(params[task], params["profiles"][params["profile"]][task])
+    try:
+        check_schema(schema, merged, task)
+    except ParamsError as err:
+        raise ParamsError(f"{err} (after merging profiles.{params['profile']}.{task} "
+                          f"over {task})") from None
+    return merged
+
+
 # --- the params.yaml schema ------------------------------------------------------------------
 
 def schema() -> dict:

@@ -196,3 +196,47 @@ def test_profiles_merge_over_the_top_level():
     assert m["corpus"]["source"] == "tinystories" and m["corpus"]["chars"] == 10_000_000
     assert [r.name for r in charlm.runs(params)][:2] == ["rnn-s20-0", "multi-rnn-s20-0"]
     assert {(r.seq_length, r.steps) for r in charlm.runs(params)} == {(20, 2000), (100, 3000)}
+
+
+def _corpus_stage(tmp_path, corpus: dict):
+    """`arithrepro charlm-corpus` in tmp_path with the smoke profile and this corpus block."""
+    import yaml
+    from click.testing import CliRunner
+
+    from arithrepro.stages.charlm import charlm_corpus
+
+    params = config.load("params.yaml")
+    params["profile"] = "smoke"
+    params["profiles"]["smoke"]["charlm"]["corpus"] = corpus
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        return CliRunner().invoke(charlm_corpus, [])
+    finally:
+        os.chdir(cwd)
+
+
+def test_corpus_stage_reads_a_local_tinystories_copy_and_a_text_file(tmp_path):
+    stories = tmp_path / "TinyStories-train.txt"
+    stories.write_text("".join(f"{s}\n<|endoftext|>\n" for s in STORIES), encoding="utf-8")
+    result = _corpus_stage(tmp_path, {"source": "tinystories", "path": str(stories), "chars": 100})
+    assert result.exit_code == 0, result.output
+    meta = json.loads((tmp_path / "data" / "charlm" / "meta.json").read_text())
+    text = (tmp_path / "data" / "charlm" / "corpus.txt").read_text(encoding="utf-8")
+    assert text == _expected(100) and meta["vocab"] == sorted(set(text))
+    assert meta["source"] == "tinystories" and meta["chars"] == 100
+
+    plain = tmp_path / "notes.txt"
+    plain.write_text("the quick brown fox\n" * 20)
+    result = _corpus_stage(tmp_path, {"source": "file", "path": str(plain), "chars": 150})
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "data" / "charlm" / "corpus.txt").read_text() == ("the quick brown fox\n" * 20)[:150]
+
+
+def test_corpus_stage_stops_with_one_line_and_writes_nothing(tmp_path):
+    missing = tmp_path / "nowhere.txt"
+    result = _corpus_stage(tmp_path, {"source": "tinystories", "path": str(missing), "chars": 100})
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: charlm.corpus.path = {str(missing)!r}: no such file or directory"
+    assert not (tmp_path / "data").exists()

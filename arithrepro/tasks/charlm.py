@@ -20,8 +20,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from arithrepro.config import (Optional, ParamsError, all_optional, check_schema, choice,
-                               deep_merge, fail, integer, list_of, number)
+from arithrepro.config import (Optional, ParamsError, all_optional, check_merged, check_schema,
+                               choice, deep_merge, fail, integer, list_of, number)
 from arithrepro.tasks.common import TaskBase
 
 SOURCES = ("arithmetic", "tinystories", "file")
@@ -316,15 +316,11 @@ class CharLMTask(TaskBase):
 
     @classmethod
     def check_params(cls, params: dict) -> None:
-        m = merged(params)
-        where = f"after merging profiles.{params['profile']}.charlm over charlm"
-        try:
-            check_schema(cls.params_schema(), m, "charlm")
-        except ParamsError as err:
-            raise ParamsError(f"{err} ({where})") from None
+        m = check_merged(params, "charlm", cls.params_schema())
         c = m["corpus"]
         if c["source"] == "file" and c["path"] is None:
-            raise ParamsError(f"charlm.corpus.path: missing; the file source reads it ({where})")
+            raise ParamsError("charlm.corpus.path: missing; the file source reads it (after "
+                              f"merging profiles.{params['profile']}.charlm over charlm)")
         for i, sched in enumerate(m["runs"]):
             for name in sched["models"]:
                 if name not in m["models"]:

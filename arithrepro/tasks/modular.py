@@ -19,7 +19,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from arithrepro.config import (Optional, ParamsError, all_optional, check_schema, choice,
+from arithrepro.config import (Optional, ParamsError, all_optional, check_merged, choice,
                                deep_merge, fail, integer, list_of, number)
 from arithrepro.tasks.common import TaskBase
 
@@ -348,12 +348,7 @@ class ModularTask(TaskBase):
 
     @classmethod
     def check_params(cls, params: dict) -> None:
-        m = merged(params)
-        where = f"profiles.{params['profile']}.modular / modular"
-        try:
-            check_schema(cls.params_schema(), m, "modular")
-        except ParamsError as err:
-            raise ParamsError(f"{err} (after merging {where})") from None
+        m = check_merged(params, "modular", cls.params_schema())
         for study in STUDIES:
             for run in study_runs(params, study):
                 c = run.config
