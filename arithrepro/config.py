@@ -168,11 +168,15 @@ def check_merged(params: dict, task: str, schema: Any) -> dict:
 # --- the params.yaml schema ------------------------------------------------------------------
 
 def schema() -> dict:
+    from arithrepro.device import DEVICES, PRECISIONS
     from arithrepro.models import MODELS
     from arithrepro.tasks import TASKS
 
     return {
         "profile": choice(*PROFILES),
+        "device": choice(*DEVICES),
+        "precision": choice(*PRECISIONS),
+        "compile": boolean,
         "seeds": list_of(integer(0, 2**31 - 1)),
         "profiles": {p: {t: task.profile_schema() for t, task in TASKS.items()} for p in PROFILES},
         "models": {

@@ -44,6 +44,10 @@ class TrainConfig:
     validate_epochs: bool = True  # validate at every epoch end (else every val_every and at the end)
     restore_best: bool = True   # end with the best-validation state (else the last one)
     outputs_from: int = 0       # the loss scores positions from here on only (model skips the rest)
+    precision: str = "fp32"     # fp32 | bf16 (autocast) | fp16 (autocast and a gradient scaler)
+    compile: bool = False       # run the forward and backward through torch.compile
+    sync_every: int = 50        # read the losses back to the host this often (and at every
+                                # validation and checkpoint), not every step
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> float:
@@ -98,11 +102,6 @@ class StreamBatches:
         return self.sample(self.batch_size, g)
 
 
-def masked_loss(logits, targets, mask) -> torch.Tensor:
-    """Mean cross-entropy over the positions the mask selects."""
-    return F.cross_entropy(logits[mask], targets[mask])
-
-
 @torch.no_grad()
 def validation_loss(model, make_batch, n: int, batch_size: int) -> float:
     """Mean masked cross-entropy over a fixed set: make_batch(idx) -> (x, y, mask)."""
@@ -130,16 +129,23 @@ def make_optimizer(model, cfg: TrainConfig):
     raise ValueError(f"optimizer {cfg.optimizer!r}: expected lamb, adam or adamw")
 
 
-def training_loss(model, x, y, mask, progressive: bool, outputs_from: int = 0) -> torch.Tensor:
+def training_loss(model, x, y, mask, progressive: bool, outputs_from: int = 0,
+                  count: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean cross-entropy over the scored positions. `count`: the number of positions the mean
+    is over, when x is a data-parallel shard (the global batch's count over the world size), so
+    that the ranks' averaged gradients are the whole batch's."""
     if outputs_from:
-        return masked_loss(model(x, outputs_from=outputs_from), y[:, outputs_from:],
-                           mask[:, outputs_from:])
-    if not progressive:
-        return masked_loss(model(x), y, mask)
-    R = model.core.recurrences
-    n = int(torch.randint(1, R + 1, ()))
-    outs = model.progressive(x, n)  # [at R] or [at R, at n]
-    return sum(masked_loss(o, y, mask) for o in outs) / len(outs)
+        outs = [model(x, outputs_from=outputs_from)]
+        y, mask = y[:, outputs_from:], mask[:, outputs_from:]
+    elif not progressive:
+        outs = [model(x)]
+    else:
+        R = model.core.recurrences if hasattr(model, "core") else model.module.core.recurrences
+        n = int(torch.randint(1, R + 1, ()))
+        outs = model(x, exit_at=n)  # [at R] or [at R, at n]
+    if count is None:
+        count = mask.sum()
+    return sum(F.cross_entropy(o[mask], y[mask], reduction="sum") for o in outs) / (count * len(outs))
 
 
 def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: str, *,
@@ -149,27 +155,70 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     (make_batch, n), or a function model -> {"val_loss": ..., any other numbers} that evaluates
     whatever the task tracks (all of it lands in val_curve).
 
+    Under torch.distributed (torchrun) the model runs wrapped in DistributedDataParallel: every
+    rank draws the same global batch and trains on its contiguous share of the rows, the loss
+    normalized by the global batch's count, so the averaged gradients are the single-process
+    ones; every rank validates, only rank 0 writes the checkpoint.
+
     Resumes from `checkpoint` when it holds an unfinished run with the same fingerprint. Returns
     {best_val_loss, best_step, steps, train_seconds, tokens_per_s, train_curve, val_curve};
     returns None when stopped by `halt_after` (a stand-in for a killed process, for tests).
     """
+    from arithrepro.device import autocast
+
     total = batches.steps
     warmup = max(1, round(cfg.warmup_frac * total))
     opt = make_optimizer(model, cfg)
+    device = next(model.parameters()).device
+    rank, world = _world()
+    runner = model  # what the steps call; it shares the model's parameters
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        runner = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if cfg.compile:
+        runner = torch.compile(runner)
+    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, total, warmup, cfg.schedule))
     s = {"step": 0, "best_val_loss": math.inf, "best_step": -1, "best_state": None,
          "train_curve": [], "val_curve": [], "seconds": 0.0, "tokens": 0}
-    resumed = _resume(checkpoint, fingerprint, model, opt, sched, s)
+    resumed = _resume(checkpoint, fingerprint, model, opt, sched, scaler, s)
+
+    pending: list[tuple[dict, torch.Tensor]] = []  # steps whose loss is still on the device
+
+    def sync() -> None:
+        """Read the pending losses in one transfer; stop at the first non-finite one."""
+        if not pending:
+            return
+        losses = torch.stack([loss for _, loss in pending]).float()
+        if world > 1:  # each rank holds its shard's share: the batch's loss is their mean
+            torch.distributed.all_reduce(losses)
+            losses /= world
+        values = losses.cpu().tolist()
+        for (row, _), value in zip(pending, values):
+            if not math.isfinite(value):
+                raise NonFiniteLoss(f"loss became {value} at step {row['step'] - 1} (epoch "
+                                    f"{row['epoch']}); lower the learning rate or check the data")
+            row["loss"] = value
+            s["train_curve"].append(row)
+        pending.clear()
+        if bar is not None:
+            bar.set_postfix(loss=f"{values[-1]:.4f}", best_val=f"{s['best_val_loss']:.4f}")
 
     def save(finished: bool) -> None:
+        sync()
+        if rank:
+            return  # only rank 0 writes
         save_torch(checkpoint, {
             "fingerprint": fingerprint, "finished": finished, "config": asdict(cfg),
             "model": model.state_dict(), "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict(), "rng": torch.get_rng_state(),
+            "scheduler": sched.state_dict(), "scaler": scaler.state_dict(),
+            "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, **s})
 
     def validate(epoch: int) -> None:
+        sync()
         if callable(valid):
             model.eval()
             result = valid(model)
@@ -183,41 +232,48 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
             if cfg.restore_best:
                 s["best_state"] = copy.deepcopy(model.state_dict())
 
-    bar = _bar(total, s["step"], progress, resumed)
+    bar = _bar(total, s["step"], progress and rank == 0, resumed)  # sync() sets its postfix
     model.train()
     while s["step"] < total:
         step = s["step"]
         epoch = batches.epoch(step)
         t0 = time.perf_counter()
         x, y, mask = batches(step)
-        loss = training_loss(model, x, y, mask, cfg.progressive, cfg.outputs_from)
-        value = loss.item()
-        if not math.isfinite(value):
-            raise NonFiniteLoss(f"loss became {value} at step {step} (epoch {epoch}); "
-                                "lower the learning rate or check the data")
+        tokens, count = mask.numel(), None
+        if world > 1:  # every rank draws the global batch (a pure function of the step)
+            count = mask[:, cfg.outputs_from:].sum() / world
+            lo, hi = rank * len(x) // world, (rank + 1) * len(x) // world
+            x, y, mask = x[lo:hi], y[lo:hi], mask[lo:hi]
+        with autocast(device.type, cfg.precision):
+            loss = training_loss(runner, x, y, mask, cfg.progressive, cfg.outputs_from, count)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()
         lr = opt.param_groups[0]["lr"]
-        opt.step()
+        scaler.step(opt)
+        scaler.update()
         sched.step()
+        s["step"] += 1
+        pending.append(({"step": s["step"], "epoch": epoch, "loss": None, "lr": lr}, loss.detach()))
+        if len(pending) >= cfg.sync_every or s["step"] == total:
+            sync()
+        # Host time per step: on a GPU it is the time to queue the step unless a sync waited
+        # in it; the total over the run is right either way, as the end waits for all of it.
         dt = time.perf_counter() - t0
         s["seconds"] += dt
-        s["tokens"] += mask.numel()
-        s["step"] += 1
-        s["train_curve"].append({"step": s["step"], "epoch": epoch, "loss": value, "lr": lr,
-                                 "tokens_per_s": mask.numel() / dt})
+        s["tokens"] += tokens
         boundary = batches.epoch_end(step) if cfg.validate_epochs else s["step"] == total
         if boundary or (cfg.val_every and s["step"] % cfg.val_every == 0):
             validate(epoch)
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(loss=f"{value:.4f}", best_val=f"{s['best_val_loss']:.4f}")
         if s["step"] % cfg.checkpoint_every == 0 or boundary:
             save(finished=False)
         if halt_after is not None and s["step"] >= halt_after:
+            sync()
             if bar is not None:
                 bar.close()
             return None
+    sync()
     if bar is not None:
         bar.close()
     save(finished=True)
@@ -230,7 +286,15 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     }
 
 
-def _resume(checkpoint: Path, fingerprint: str, model, opt, sched, s: dict) -> bool:
+def _world() -> tuple[int, int]:
+    """(rank, world size): (0, 1) unless a torch.distributed process group is running."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _resume(checkpoint: Path, fingerprint: str, model, opt, sched, scaler, s: dict) -> bool:
     if not checkpoint.is_file():
         return False
     ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
@@ -239,6 +303,8 @@ def _resume(checkpoint: Path, fingerprint: str, model, opt, sched, s: dict) -> b
     model.load_state_dict(ck["model"])
     opt.load_state_dict(ck["optimizer"])
     sched.load_state_dict(ck["scheduler"])
+    if ck.get("scaler"):
+        scaler.load_state_dict(ck["scaler"])
     torch.set_rng_state(ck["rng"])
     if ck.get("cuda_rng") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(ck["cuda_rng"])

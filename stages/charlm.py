@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from arithrepro.stages.common import (code_hash, default_device, done, fingerprint, friendly_errors,
-                                     params_option, paths)
+from arithrepro.stages.common import (code_hash, done, fingerprint, friendly_errors,
+                                     params_option, placement, paths)
 
 CODE = ("train.py", "models", "tasks/charlm.py")
 
@@ -80,7 +80,7 @@ def charlm_train(params_path: str) -> None:
     params = config.load(params_path)
     m = merged(params)
     text, vocab, meta = _corpus(paths.data("charlm"))
-    device = default_device()
+    device, precision = placement(params)
     code = code_hash(CODE)
     out = {"records": paths.record("charlm"), "curves": paths.plots / "charlm" / "curves",
            "val": paths.plots / "charlm" / "val", "models": paths.run("charlm", "models")}
@@ -90,11 +90,12 @@ def charlm_train(params_path: str) -> None:
     trained, best = 0, None
     for i, run in enumerate(todo):
         key = fingerprint(run.model, run.size, run.seq_length, run.steps, m["train"],
-                          m["corpus"]["val_frac"], meta["sha256"], code)
+                          m["corpus"]["val_frac"], meta["sha256"], precision, params["compile"],
+                          code)
         cell = Path("runs/charlm/cells") / key
         if not (cell / "record.json").is_file():
             click.echo(f"[{i + 1}/{len(todo)}] {run.name}", err=True)
-            _train(run, m, text, vocab, cell, device)
+            _train(run, m, text, vocab, cell, device, precision, params["compile"])
             trained += 1
         record = read_json(cell / "record.json")
         copy_file(cell / "record.json", out["records"] / f"{run.name}.json")
@@ -107,7 +108,8 @@ def charlm_train(params_path: str) -> None:
          f"{device}; lowest validation loss {best[1]:.4f} ({best[0]}) -> {out['records']}")
 
 
-def _train(run, m: dict, text: str, vocab, cell: Path, device: str) -> None:
+def _train(run, m: dict, text: str, vocab, cell: Path, device: str, precision: str,
+           compile_: bool) -> None:
     import math
 
     import pandas as pd
@@ -127,7 +129,8 @@ def _train(run, m: dict, text: str, vocab, cell: Path, device: str) -> None:
     cfg = TrainConfig(lr=float(t["lr"]), seed=run.seed, optimizer="adam", schedule="constant",
                       warmup_frac=0.0, val_every=t["eval_every"],
                       checkpoint_every=t["checkpoint_every"], validate_epochs=False,
-                      restore_best=False, eval_batch_size=256)
+                      restore_best=False, eval_batch_size=256, precision=precision,
+                      compile=compile_)
     batches = EpochBatches(lambda idx: Data.batch(data.train, idx), len(data.train),
                            t["batch_size"], 1, run.seed, device, steps=run.steps)
     valid = (lambda idx: Data.batch(data.val, idx), len(data.val))
@@ -238,7 +241,7 @@ def charlm_compute(params_path: str) -> None:
     params = config.load(params_path)
     m = merged(params)
     _, vocab, _ = _corpus(paths.data("charlm"))
-    device = default_device()
+    device, _ = placement(params)
     lengths = sorted({r["seq_length"] for r in m["runs"]})
     rows = []
     for T in lengths:

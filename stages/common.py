@@ -84,11 +84,12 @@ def _die(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def default_device() -> str:
-    """CUDA when present, else the CPU: the same command runs on a laptop and on a GPU box."""
-    import torch
+def placement(params: dict) -> tuple[str, str]:
+    """(device, precision) from params `device` and `precision`, resolved on this machine: with
+    `auto`, the same command runs on a laptop and on a GPU box."""
+    from arithrepro.device import placement as resolve
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return resolve(params)
 
 
 def done(message: str) -> None:

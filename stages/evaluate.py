@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import (cell_options, default_device, done, friendly_errors,
-                                     params_option, paths)
+from arithrepro.stages.common import (cell_options, done, friendly_errors,
+                                     params_option, placement, paths)
 
 
 @click.command("evaluate")
@@ -40,7 +40,7 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     if not ckpt.is_file():
         raise FileNotFoundError(f"{ckpt}: missing; run `arithrepro train` for this cell first")
     net, _ = load_model(ckpt)
-    device = default_device()
+    device, _ = placement(params)
     net.to(device).eval()
     record = dict(read_json(run_dir / "train.json"))
     t0 = time.perf_counter()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
-from arithrepro.stages.common import (code_hash, default_device, done, fingerprint, friendly_errors,
-                                     params_option, paths)
+from arithrepro.stages.common import (code_hash, done, fingerprint, friendly_errors,
+                                     params_option, placement, paths)
 
 # The code a cell's result depends on (in the arithrepro package): a change to any of it retrains.
 CODE = ("train.py", "models", "tasks/modular.py")
@@ -48,7 +48,7 @@ def modular_study(params_path: str, study: str) -> None:
     if study not in STUDIES:
         raise config.ParamsError(f"--study = {study!r}: expected one of {', '.join(STUDIES)}")
     runs = study_runs(params, study)
-    device = default_device()
+    device, precision = placement(params)
     code = code_hash(CODE)
     out = {"records": paths.record("modular") / study, "curves": paths.plots / "modular" / "curves" / study,
            "steps": paths.plots / "modular" / "steps" / study, "models": paths.run("modular", study)}
@@ -56,10 +56,10 @@ def modular_study(params_path: str, study: str) -> None:
         shutil.rmtree(d, ignore_errors=True)
     trained, records = 0, {}
     for i, run in enumerate(runs):
-        cell = Path("runs/modular/cells") / _fingerprint(run, code)
+        cell = Path("runs/modular/cells") / _fingerprint(run, code, precision, params["compile"])
         if not (cell / "record.json").is_file():
             click.echo(f"[{i + 1}/{len(runs)}] {run.name}", err=True)
-            _train(run, cell, device)
+            _train(run, cell, device, precision, params["compile"])
             trained += 1
         # a cell shared with another study is named after this one, and scored over this
         # study's budgets
@@ -80,13 +80,13 @@ def modular_study(params_path: str, study: str) -> None:
          f"{out['records']}")
 
 
-def _fingerprint(run, code: str) -> str:
+def _fingerprint(run, code: str, precision: str, compile_: bool) -> str:
     # how often to checkpoint does not change the result (resuming is exact)
     config = {k: v for k, v in run.config.items() if k != "checkpoint_every"}
-    return fingerprint(run.model, run.seed, config, code)
+    return fingerprint(run.model, run.seed, config, precision, compile_, code)
 
 
-def _train(run, cell: Path, device: str) -> None:
+def _train(run, cell: Path, device: str, precision: str, compile_: bool) -> None:
     import pandas as pd
     import torch
 
@@ -104,7 +104,8 @@ def _train(run, cell: Path, device: str) -> None:
     cfg = TrainConfig(lr=float(c["lr"]), seed=run.seed, optimizer="adamw", schedule="constant",
                       warmup_frac=0.0, weight_decay=float(c["weight_decay"]),
                       val_every=c["eval_every"], checkpoint_every=c["checkpoint_every"],
-                      validate_epochs=False, restore_best=False, outputs_from=data.outputs_from)
+                      validate_epochs=False, restore_best=False, outputs_from=data.outputs_from,
+                      precision=precision, compile=compile_)
     train = data.splits["train"]
     batches = EpochBatches(lambda idx: (train.x[idx], train.y[idx], train.mask[idx]),
                            len(train.x), c["batch_size"], 1, run.seed, device, steps=c["steps"])

@@ -7,8 +7,8 @@ import json
 
 import click
 
-from arithrepro.stages.common import (cell_options, default_device, done, friendly_errors,
-                                     params_option, paths)
+from arithrepro.stages.common import (cell_options, done, friendly_errors,
+                                     params_option, placement, paths)
 
 
 @click.command("train")
@@ -37,6 +37,8 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
 
     params = config.load(params_path)
     c = config.cell(params, task, model, size, seed)
+    device, precision = placement(params)
+    rank, device = _join_world(device)
     t = TASKS[task]
     data_dir = paths.data(task)
     prof = config.profile_block(params, task)["train"]
@@ -47,10 +49,10 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
                       weight_decay=float(loop["weight_decay"]),
                       progressive=bool(loop.get("progressive", False)),
                       val_every=prof["val_every"], checkpoint_every=prof["checkpoint_every"],
-                      eval_batch_size=4 * prof["batch_size"])
+                      eval_batch_size=4 * prof["batch_size"], precision=precision,
+                      compile=params["compile"])
     arch = {"model": model, "size": config.architecture(params, task, model, size),
             "dropout": float(m["dropout"]), "dims": t.dims(params, data_dir)}
-    device = default_device()
     batches = t.train_batches(params, data_dir, seed, device)
     valid = t.valid_set(params, data_dir, device)
     torch.manual_seed(seed)
@@ -58,6 +60,9 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     run_dir = paths.run(task, c.name)
     fingerprint = _fingerprint(arch, cfg, batches.steps, data_dir)
     result = fit(net, batches, valid, cfg, run_dir / "checkpoint.pt", fingerprint)
+    if rank:  # only rank 0 writes
+        torch.distributed.destroy_process_group()
+        return
     state = {k: v.cpu() for k, v in net.state_dict().items()}
     save_torch(run_dir / "model.pt", {**arch, "state_dict": state})
     summary = {k: v for k, v in result.items() if not k.endswith("_curve")}
@@ -65,9 +70,30 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
                                         "params": count_params(net), **summary})
     write_frame(paths.curves(task, c.name), pd.DataFrame(result["train_curve"]))
     write_frame(paths.val_curves(task, c.name), pd.DataFrame(result["val_curve"]))
-    done(f"train {task} {c.name} on {device}: {result['steps']} steps in {result['train_seconds']:.1f} s, "
+    world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+    if world > 1:
+        torch.distributed.destroy_process_group()
+    where = (f"{world} processes ({device.split(':')[0]})" if world > 1 else device) + f", {precision}"
+    done(f"train {task} {c.name} on {where}: {result['steps']} steps in {result['train_seconds']:.1f} s, "
          f"best val loss {result['best_val_loss']:.4f} at step {result['best_step']}, "
          f"{count_params(net):,} params -> {run_dir}")
+
+
+def _join_world(device: str) -> tuple[int, str]:
+    """Under torchrun (WORLD_SIZE > 1): join the process group (NCCL on GPUs, gloo on the CPU)
+    and take this rank's GPU. Returns (rank, device)."""
+    import os
+
+    import torch
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return 0, device
+    if device == "cuda":
+        local = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local)
+        device = f"cuda:{local}"
+    torch.distributed.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    return torch.distributed.get_rank(), device
 
 
 def _fingerprint(arch: dict, cfg, steps: int, data_dir) -> str:

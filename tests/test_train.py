@@ -36,10 +36,11 @@ def sources(cfg, batch_size, epochs):
     return batches, (lambda idx: TASK.batch(valid, idx), len(valid))
 
 
-def run(tmp_path, name, cfg, halt_after=None, model=None, batch_size=16, epochs=2, fp="fp"):
+def run(tmp_path, name, cfg, halt_after=None, model=None, batch_size=16, epochs=2, fp="fp",
+        dropout=0.1):
     batches, valid = sources(cfg, batch_size, epochs)
     torch.manual_seed(cfg.seed)
-    model = model or build(name, "small")
+    model = model or build(name, "small", dropout=dropout)
     result = fit(model, batches, valid, cfg, tmp_path / "checkpoint.pt", fp,
                  halt_after=halt_after, progress=False)
     return model, result

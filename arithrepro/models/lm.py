@@ -42,10 +42,15 @@ class LanguageModel(nn.Module):
             h = h + self.positions(tokens, pos_state)
         return self.drop(h)
 
-    def forward(self, tokens: torch.Tensor, state=None, pos: int = 0, outputs_from: int = 0):
+    def forward(self, tokens: torch.Tensor, state=None, pos: int = 0, outputs_from: int = 0,
+                exit_at: int | None = None):
         """tokens (B, T) -> logits (B, T, V); with a state, also the updated state.
         outputs_from > 0: logits (B, T - outputs_from, V) for the positions outputs_from.. only,
-        for training that scores those alone (cores that support it skip the rest's work)."""
+        for training that scores those alone (cores that support it skip the rest's work).
+        exit_at: the progressive loss's logits (see `progressive`), through forward so that a
+        DistributedDataParallel wrapper sees the call."""
+        if exit_at is not None:
+            return self.progressive(tokens, exit_at)
         keep = tokens != self.pad_id
         core_state, pos_state = state if self.positions is not None and state is not None else (state, None)
         extra = {"outputs_from": outputs_from} if outputs_from else {}

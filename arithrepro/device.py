@@ -1,0 +1,56 @@
+"""Where and in what precision the training loop runs: params `device` and `precision`.
+
+device: auto (CUDA when torch sees a GPU, else the CPU) | cpu | cuda.
+precision: auto (bf16 autocast on GPUs that have it, fp16 autocast with a gradient scaler on the
+others, fp32 on the CPU) | fp32 | bf16 | fp16. Weights and optimizer state stay fp32 in every
+case: autocast runs the matmuls in the lower precision only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from arithrepro.config import ParamsError
+
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ParamsError("device = 'cuda': torch sees no CUDA device (torch.cuda.is_available() "
+                          "is False); use auto or cpu")
+    return device
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    import torch
+
+    if precision == "auto":
+        if device != "cuda":
+            return "fp32"
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    if precision == "fp16" and device == "cpu":
+        raise ParamsError("precision = 'fp16': half-precision autocast with a gradient scaler is "
+                          "for CUDA; on the CPU use fp32 or bf16")
+    return precision
+
+
+def autocast(device_type: str, precision: str):
+    """The forward pass's precision context: nothing for fp32."""
+    import torch
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type, dtype=dtype)
+
+
+def placement(params: dict) -> tuple[str, str]:
+    """(device, precision) the params ask for, resolved on this machine."""
+    device = resolve_device(params["device"])
+    return device, resolve_precision(params["precision"], device)

@@ -1,0 +1,79 @@
+"""Device and precision: resolution and its errors, autocast training on the CPU, the losses
+read back in batches (no host sync per step), and torch.compile giving the eager run's losses."""
+
+import pytest
+import torch
+
+from arithrepro import config
+from arithrepro.device import autocast, resolve_device, resolve_precision
+from arithrepro.train import TrainConfig
+from tests.test_train import run
+
+CUDA = torch.cuda.is_available()
+
+
+def test_auto_picks_what_torch_sees():
+    assert resolve_device("auto") == ("cuda" if CUDA else "cpu")
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_precision("auto", "cpu") == "fp32"
+    assert resolve_precision("bf16", "cpu") == "bf16"
+
+
+@pytest.mark.skipif(CUDA, reason="checks the error on a machine without CUDA")
+def test_cuda_without_a_gpu_is_one_line():
+    with pytest.raises(config.ParamsError, match=r"^device = 'cuda': torch sees no CUDA device"):
+        resolve_device("cuda")
+
+
+def test_fp16_on_the_cpu_is_refused():
+    with pytest.raises(config.ParamsError, match="precision = 'fp16'"):
+        resolve_precision("fp16", "cpu")
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("device", "gpu", "device = 'gpu': expected one of auto, cpu, cuda"),
+    ("precision", "fp8", "precision = 'fp8': expected one of auto, fp32, bf16, fp16"),
+    ("compile", "yes", "compile = 'yes': expected true or false"),
+])
+def test_params_keys(key, value, message):
+    params = config.load("params.yaml")
+    params[key] = value
+    with pytest.raises(config.ParamsError, match=message):
+        config.validate(params)
+
+
+def test_autocast_runs_matmuls_in_the_lower_precision():
+    a = torch.randn(4, 4)
+    with autocast("cpu", "bf16"):
+        assert (a @ a).dtype == torch.bfloat16
+    with autocast("cpu", "fp32"):
+        assert (a @ a).dtype == torch.float32
+
+
+def test_bf16_training_on_the_cpu_follows_fp32(tmp_path):
+    cfg = TrainConfig(lr=0.01, seed=1, val_every=4)
+    _, full = run(tmp_path / "a", "gpt", cfg)
+    model, half = run(tmp_path / "b", "gpt", TrainConfig(lr=0.01, seed=1, val_every=4, precision="bf16"))
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # weights stay fp32
+    a = [r["loss"] for r in full["train_curve"]]
+    b = [r["loss"] for r in half["train_curve"]]
+    assert len(a) == len(b) and a != b
+    assert max(abs(x - y) for x, y in zip(a, b)) < 0.1
+
+
+def test_losses_read_back_in_batches_are_the_per_step_losses(tmp_path):
+    _, every = run(tmp_path / "a", "lstm", TrainConfig(lr=0.01, seed=2, sync_every=1))
+    _, batched = run(tmp_path / "b", "lstm", TrainConfig(lr=0.01, seed=2, sync_every=1000))
+    assert every["train_curve"] == batched["train_curve"]
+    assert [r["step"] for r in batched["train_curve"]] == list(range(1, 13))
+
+
+def test_compiled_training_gives_the_eager_losses(tmp_path):
+    cfg = TrainConfig(lr=0.01, seed=4)
+    # without dropout: compiled code draws its random numbers differently
+    _, eager = run(tmp_path / "a", "lstm", cfg, epochs=1, dropout=0.0)
+    _, compiled = run(tmp_path / "b", "lstm", TrainConfig(lr=0.01, seed=4, compile=True), epochs=1,
+                      dropout=0.0)
+    a = [r["loss"] for r in eager["train_curve"]]
+    b = [r["loss"] for r in compiled["train_curve"]]
+    assert a == pytest.approx(b, rel=1e-4, abs=1e-5)
