@@ -1,11 +1,13 @@
 """The one training loop: optimizer (LAMB, Adam, AdamW), per-step warm-up then linear decay or a
 constant rate, validation, best-state restore, per-step curves, the progressive loss of looped
 models, and checkpoints that let a killed run finish bit-identical (on CPU) to an uninterrupted
-one.
+one; on any device, in fp32 or under bf16/fp16 autocast, optionally through torch.compile, and
+data-parallel under torchrun.
 
 Batches come from a source that is a pure function of the step: a fixed split visited in a
 seeded order per epoch (EpochBatches), or fresh samples drawn from a generator seeded by the step
-(StreamBatches). So a resumed run recomputes its batches and needs no data-loader state.
+(StreamBatches). So a resumed run recomputes its batches and needs no data-loader state, and
+every data-parallel rank can draw the global batch and take its share.
 Everything else random is derived from the seed: the model's initialization (the caller seeds
 torch before building it) and dropout, random offsets and random depths (the global generator,
 whose state is in the checkpoint).
