@@ -74,7 +74,7 @@ def charlm_train(params_path: str) -> None:
     import shutil
 
     from arithrepro import config
-    from arithrepro.io import copy_file, read_json
+    from arithrepro.io import copy_file, read_json, write_json
     from arithrepro.tasks.charlm import merged, runs
 
     params = config.load(params_path)
@@ -97,8 +97,9 @@ def charlm_train(params_path: str) -> None:
             click.echo(f"[{i + 1}/{len(todo)}] {run.name}", err=True)
             _train(run, m, text, vocab, cell, device, precision, params["compile"])
             trained += 1
-        record = read_json(cell / "record.json")
-        copy_file(cell / "record.json", out["records"] / f"{run.name}.json")
+        # a cell shared by two model names of the same architecture is named after this one
+        record = {**read_json(cell / "record.json"), "model": run.model_name, "size": run.label}
+        write_json(out["records"] / f"{run.name}.json", record)
         copy_file(cell / "curves.csv", out["curves"] / f"{run.name}.csv")
         copy_file(cell / "val.csv", out["val"] / f"{run.name}.csv")
         copy_file(cell / "model.pt", out["models"] / f"{run.name}.pt")
