@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from arithrepro.config import ParamsError
+from arithrepro.device import placement  # noqa: F401 - the stages' one way to pick device and precision
 
 
 class paths:
@@ -82,14 +83,6 @@ def friendly_errors(f):
 def _die(message: str, code: int) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
-
-
-def placement(params: dict) -> tuple[str, str]:
-    """(device, precision) from params `device` and `precision`, resolved on this machine: with
-    `auto`, the same command runs on a laptop and on a GPU box."""
-    from arithrepro.device import placement as resolve
-
-    return resolve(params)
 
 
 def done(message: str) -> None:
