@@ -21,9 +21,11 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     Reads params: profile, <task>.train, profiles.<profile>.<task>.{train,model},
     models.<model>.{lr,dropout}, models.<model>.sizes.<size>, and the task's data keys;
     and data/<task>/ (expr: {train,valid}.parquet; abacus, looped: valid.parquet; meta.json).
-    Writes runs/<task>/<model>-<size>-<seed>/{model.pt,train.json,checkpoint.pt},
-    plots/<task>/curves/<cell>.csv (loss, lr, tokens/s per step) and
-    plots/<task>/val/<cell>.csv (validation loss).
+    Writes runs/<task>/<model>-<size>-<seed>/{model.pt,train.json},
+    plots/<task>/curves/<cell>.csv (loss and lr per step) and
+    plots/<task>/val/<cell>.csv (validation loss). checkpoint.pt, in the same folder, lives only
+    while the run does: it is not a DVC output, so the stage's outputs go to DVC's run cache
+    (a queued cell trained in another workspace is restored, not retrained).
     """
     import pandas as pd
     import torch
@@ -70,6 +72,7 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
                                         "params": count_params(net), **summary})
     write_frame(paths.curves(task, c.name), pd.DataFrame(result["train_curve"]))
     write_frame(paths.val_curves(task, c.name), pd.DataFrame(result["val_curve"]))
+    (run_dir / "checkpoint.pt").unlink(missing_ok=True)  # finished: nothing left to resume
     world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
     if world > 1:
         torch.distributed.destroy_process_group()
