@@ -1,4 +1,5 @@
-"""The `arithrepro` command: one subcommand per DVC stage (see stages/ and dvc.yaml)."""
+"""The `arithrepro` command: one subcommand per DVC stage (see stages/ and dvc.yaml),
+and `estimate`, which projects a profile's training time before it runs."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ COMMANDS = {
     "charlm-train": ("charlm", "charlm_train"),
     "charlm-sample": ("charlm", "charlm_sample"),
     "charlm-compute": ("charlm", "charlm_compute"),
+    "estimate": ("estimate", "estimate"),   # not a stage: projects each profile's training time
 }
 
 

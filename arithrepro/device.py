@@ -54,3 +54,14 @@ def placement(params: dict) -> tuple[str, str]:
     """(device, precision) the params ask for, resolved on this machine."""
     device = resolve_device(params["device"])
     return device, resolve_precision(params["precision"], device)
+
+
+def to_device(device, *tensors):
+    """Batches drawn on the host, moved to `device`: on CUDA through pinned memory and without
+    blocking, so the copy overlaps the GPU's work on the step before."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return tuple(t.to(device) for t in tensors)
+    return tuple(t.pin_memory().to(device, non_blocking=True) for t in tensors)

@@ -178,7 +178,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
         from torch.nn.parallel import DistributedDataParallel
 
         runner = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if cfg.compile:
+    if cfg.compile and _compilable(model):
         runner = torch.compile(runner)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -286,6 +286,18 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
         "train_seconds": s["seconds"], "tokens_per_s": s["tokens"] / max(s["seconds"], 1e-9),
         "train_curve": s["train_curve"], "val_curve": s["val_curve"],
     }
+
+
+def _compilable(model) -> bool:
+    """A model whose core says `compilable = False` runs eager, with a warning."""
+    core = getattr(model, "core", model)
+    if getattr(core, "compilable", True):
+        return True
+    import warnings
+
+    warnings.warn(f"compile: {type(core).__name__} runs eager ({core.compilable_reason})",
+                  stacklevel=3)
+    return False
 
 
 def _world() -> tuple[int, int]:

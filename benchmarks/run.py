@@ -1,6 +1,6 @@
 """Benchmarks: every number is printed beside a reference measured in the same run.
 
-    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,gen,abacus,modular]
+    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,gen,abacus,modular,compile]
 
 - steps:  train-step time (forward, backward, LAMB) of every expr model/size at the cpu
           profile's batch, with model FLOP/s as a fraction of this machine's fp32 matmul peak
@@ -13,6 +13,8 @@
 - abacus: vectorized Abacus positions against a per-sample Python loop, batch 256 (goal >= 50x).
 - modular: the modular studies' LSTM and GPT train step at the spec's defaults against the
           source's reported s/step (goal >= 5x), with FLOP/s of peak (bench_modular.py).
+- compile: the training loop's step through torch.compile against eager (bench_compile.py), on
+          the params' device, with what compiling costs and after how many steps it pays.
 The machines are shared and noisy: compare ratios, not seconds, across runs.
 """
 
@@ -184,7 +186,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=None, help="default: the cpu profile's batch")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gen-n", type=int, default=200_000)
-    ap.add_argument("--only", default="steps,mfu,retran,decode,gen,abacus,modular")
+    ap.add_argument("--only", default="steps,mfu,retran,decode,gen,abacus,modular,compile")
     args = ap.parse_args()
     params = yaml.safe_load(open(args.params))
     batch = args.batch or params["profiles"]["cpu"]["expr"]["train"]["batch_size"]
@@ -209,6 +211,11 @@ def main() -> None:
         from benchmarks.bench_modular import bench_modular
 
         bench_modular(params, max(args.repeats, 5), peak, best_of)
+    if "compile" in only:
+        from arithrepro.device import resolve_device
+        from benchmarks.bench_compile import bench_compile
+
+        bench_compile(params, resolve_device(params["device"]))
 
 
 if __name__ == "__main__":

@@ -109,23 +109,19 @@ def charlm_train(params_path: str) -> None:
          f"{device}; lowest validation loss {best[1]:.4f} ({best[0]}) -> {out['records']}")
 
 
-def _train(run, m: dict, text: str, vocab, cell: Path, device: str, precision: str,
-           compile_: bool) -> None:
-    import math
-
-    import pandas as pd
+def setup(run, m: dict, ids, vocab_size: int, device: str, precision: str, compile_: bool):
+    """One run, ready to train on the corpus `ids`: (model, dims, data, loop config, batches,
+    validation set)."""
     import torch
 
-    from arithrepro.io import save_torch, write_frame, write_json
     from arithrepro.models import build_model
-    from arithrepro.models.lm import count_params
     from arithrepro.tasks.charlm import TASK, Data
-    from arithrepro.train import EpochBatches, TrainConfig, fit
+    from arithrepro.train import EpochBatches, TrainConfig
 
     t = m["train"]
-    data = Data.of(vocab.encode(text), run.seq_length, m["corpus"]["val_frac"], run.seed, device)
+    data = Data.of(ids, run.seq_length, m["corpus"]["val_frac"], run.seed, device)
     torch.manual_seed(run.seed)
-    dims = TASK.dims(vocab.size, run.seq_length)
+    dims = TASK.dims(vocab_size, run.seq_length)
     net = build_model(run.model, run.size, dropout=float(t["dropout"]), **dims).to(device)
     cfg = TrainConfig(lr=float(t["lr"]), seed=run.seed, optimizer="adam", schedule="constant",
                       warmup_frac=0.0, val_every=t["eval_every"],
@@ -134,7 +130,22 @@ def _train(run, m: dict, text: str, vocab, cell: Path, device: str, precision: s
                       compile=compile_)
     batches = EpochBatches(lambda idx: Data.batch(data.train, idx), len(data.train),
                            t["batch_size"], 1, run.seed, device, steps=run.steps)
-    valid = (lambda idx: Data.batch(data.val, idx), len(data.val))
+    return net, dims, data, cfg, batches, (lambda idx: Data.batch(data.val, idx), len(data.val))
+
+
+def _train(run, m: dict, text: str, vocab, cell: Path, device: str, precision: str,
+           compile_: bool) -> None:
+    import math
+
+    import pandas as pd
+
+    from arithrepro.io import save_torch, write_frame, write_json
+    from arithrepro.models.lm import count_params
+    from arithrepro.train import fit
+
+    t = m["train"]
+    net, dims, data, cfg, batches, valid = setup(run, m, vocab.encode(text), vocab.size, device,
+                                                 precision, compile_)
     result = fit(net, batches, valid, cfg, cell / "checkpoint.pt", cell.name)
     val = pd.DataFrame(result["val_curve"]).drop(columns="epoch")
     final = float(val["val_loss"].iloc[-1])

@@ -86,14 +86,13 @@ def _fingerprint(run, code: str, precision: str, compile_: bool) -> str:
     return fingerprint(run.model, run.seed, config, precision, compile_, code)
 
 
-def _train(run, cell: Path, device: str, precision: str, compile_: bool) -> None:
-    import pandas as pd
+def setup(run, device: str, precision: str, compile_: bool):
+    """One cell, ready to train: (model, its size, dims, data, loop config, batches)."""
     import torch
 
-    from arithrepro.io import save_torch, write_frame, write_json
     from arithrepro.models import build_model
-    from arithrepro.tasks.modular import TASK, Vocab, curve_metrics, embedding_params
-    from arithrepro.train import EpochBatches, TrainConfig, fit
+    from arithrepro.tasks.modular import TASK
+    from arithrepro.train import EpochBatches, TrainConfig
 
     c = run.config
     data = TASK.data(c, run.seed, device)
@@ -109,6 +108,18 @@ def _train(run, cell: Path, device: str, precision: str, compile_: bool) -> None
     train = data.splits["train"]
     batches = EpochBatches(lambda idx: (train.x[idx], train.y[idx], train.mask[idx]),
                            len(train.x), c["batch_size"], 1, run.seed, device, steps=c["steps"])
+    return net, size, dims, data, cfg, batches
+
+
+def _train(run, cell: Path, device: str, precision: str, compile_: bool) -> None:
+    import pandas as pd
+
+    from arithrepro.io import save_torch, write_frame, write_json
+    from arithrepro.tasks.modular import Vocab, curve_metrics, embedding_params
+    from arithrepro.train import fit
+
+    c = run.config
+    net, size, dims, data, cfg, batches = setup(run, device, precision, compile_)
     result = fit(net, batches, data.evaluate, cfg, cell / "checkpoint.pt", cell.name)
     curve = result["val_curve"]
     record = {"task": "modular", "model": run.model, "size": run.label, "seed": run.seed,

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from arithrepro import config
-from arithrepro.device import autocast, resolve_device, resolve_precision
+from arithrepro.device import autocast, resolve_device, resolve_precision, to_device
 from arithrepro.train import TrainConfig
 from tests.test_train import run
 
@@ -50,6 +50,15 @@ def test_autocast_runs_matmuls_in_the_lower_precision():
         assert (a @ a).dtype == torch.float32
 
 
+def test_host_batches_reach_the_device_unchanged():
+    x, y = torch.arange(12).view(3, 4), torch.rand(3, 4)
+    a, b = to_device("cpu", x, y)
+    assert torch.equal(a, x) and torch.equal(b, y) and a.device.type == "cpu"
+    if torch.cuda.is_available():  # pinned and copied without blocking
+        a, b = to_device("cuda", x, y)
+        assert torch.equal(a.cpu(), x) and torch.equal(b.cpu(), y) and a.is_cuda
+
+
 def test_bf16_training_on_the_cpu_follows_fp32(tmp_path):
     cfg = TrainConfig(lr=0.01, seed=1, val_every=4)
     _, full = run(tmp_path / "a", "gpt", cfg)
@@ -68,12 +77,22 @@ def test_losses_read_back_in_batches_are_the_per_step_losses(tmp_path):
     assert [r["step"] for r in batched["train_curve"]] == list(range(1, 13))
 
 
-def test_compiled_training_gives_the_eager_losses(tmp_path):
+@pytest.mark.parametrize("name", ["lstm", "gpt"])  # gpt: torchtune's rotary embeddings
+def test_compiled_training_gives_the_eager_losses(tmp_path, name):
     cfg = TrainConfig(lr=0.01, seed=4)
     # without dropout: compiled code draws its random numbers differently
-    _, eager = run(tmp_path / "a", "lstm", cfg, epochs=1, dropout=0.0)
-    _, compiled = run(tmp_path / "b", "lstm", TrainConfig(lr=0.01, seed=4, compile=True), epochs=1,
+    _, eager = run(tmp_path / "a", name, cfg, epochs=1, dropout=0.0)
+    _, compiled = run(tmp_path / "b", name, TrainConfig(lr=0.01, seed=4, compile=True), epochs=1,
                       dropout=0.0)
     a = [r["loss"] for r in eager["train_curve"]]
     b = [r["loss"] for r in compiled["train_curve"]]
     assert a == pytest.approx(b, rel=1e-4, abs=1e-5)
+
+
+def test_a_model_that_cannot_compile_runs_eager_with_a_warning(tmp_path):
+    cfg = TrainConfig(lr=0.01, seed=4)
+    _, eager = run(tmp_path / "a", "retran", cfg, epochs=1, dropout=0.0)
+    with pytest.warns(UserWarning, match="compile: ReTranCore runs eager"):
+        _, compiled = run(tmp_path / "b", "retran", TrainConfig(lr=0.01, seed=4, compile=True),
+                          epochs=1, dropout=0.0)
+    assert [r["loss"] for r in eager["train_curve"]] == [r["loss"] for r in compiled["train_curve"]]

@@ -36,6 +36,10 @@ class ReTranLayer(nn.Module):
 
 
 class ReTranCore(nn.Module):
+    compilable = False
+    compilable_reason = ("torch.compile cannot trace the in-place cache writes that its "
+                         "saved-tensor hooks allow, and would unroll T x layers steps")
+
     def __init__(self, d_model, d_ff, d_sa, layers, heads, dropout, max_len):
         super().__init__()
         self.layers = nn.ModuleList(ReTranLayer(d_model, d_ff, d_sa, heads, dropout, max_len)

@@ -43,6 +43,8 @@ def _rotary_class() -> type:
             if path.is_file():
                 mod_spec = importlib.util.spec_from_file_location("_torchtune_position_embeddings", path)
                 module = importlib.util.module_from_spec(mod_spec)
+                # registered like any import: torch.compile re-imports the module by name
+                sys.modules[mod_spec.name] = module
                 mod_spec.loader.exec_module(module)
                 return module.RotaryPositionalEmbeddings
     from torchtune.modules import RotaryPositionalEmbeddings

@@ -213,14 +213,12 @@ class AbacusTask(TaskBase):
         tokens, eq, end = render(a, n1, b, n2, s, ns)
         return {"tokens": tokens, "eq": eq, "end": end, "n1": n1, "n2": n2}
 
-    def dims(self, params: dict, data_dir: Path) -> dict:
-        from arithrepro.io import read_json
-
-        meta = read_json(self.require(data_dir, "meta.json"))
-        longest_eval = max([meta["grid_max"], *meta["diagonal"]])
+    def dims(self, params: dict) -> dict:
+        d = self._data(params)  # as written to meta.json
+        longest_eval = max([d["grid_max"], *d["diagonal"]])
         return {"vocab_size": len(VOCAB), "pad_id": PAD, "digit_ids": list(range(10)),
                 "max_len": 3 * (longest_eval + 1) + 3,
-                "train_run": meta["max_digits"] + 1, "eval_run": longest_eval + 1}
+                "train_run": d["max_digits"] + 1, "eval_run": longest_eval + 1}
 
     # --- batches --------------------------------------------------------------------------
     @staticmethod
@@ -239,9 +237,10 @@ class AbacusTask(TaskBase):
         def draw(batch_size, g):
             import torch
 
+            from arithrepro.device import to_device
+
             n1, n2 = (torch.randint(1, D + 1, (batch_size,), generator=g) for _ in range(2))
-            tokens, eq, end = sample(n1, n2, g)
-            return self.lm_batch(tokens.to(device), eq.to(device), end.to(device))
+            return self.lm_batch(*to_device(device, *sample(n1, n2, g)))
 
         return draw
 

@@ -4,8 +4,9 @@ ways to draw training batches and check files.
 A task provides (see expr.py, abacus.py, looped.py):
     params_schema() / profile_schema() / check_params(params)  its params.yaml blocks
     generate(params, out_dir, progress) -> summary; generate_count(params)
-    dims(params, data_dir) -> the model builder's task-dependent arguments
+    dims(params) -> the model builder's task-dependent arguments
     train_batches(params, data_dir, seed, device) -> EpochBatches | StreamBatches (train.py)
+    sample_batches(params, seed, device) -> the same run's batches made in memory (estimate)
     valid_set(params, data_dir, device) -> (make_batch(idx) -> (x, y, mask), n)
     evaluate(model, params, data_dir, device, progress) -> (metrics, rows); eval_count(...)
 """
@@ -73,6 +74,14 @@ class TaskBase:
 
         t = params["profiles"][params["profile"]][self.name]["train"]
         return StreamBatches(self.train_sampler(params, device), t["batch_size"], t["steps"], seed)
+
+    def sample_batches(self, params: dict, seed: int, device):
+        """The training run's batches made without files (for timing): a stream task's own."""
+        return self.train_batches(params, None, seed, device)
+
+    def valid_count(self, params: dict) -> int:
+        """Samples in one validation pass."""
+        return params["profiles"][params["profile"]][self.name]["data"]["n_valid"]
 
     @staticmethod
     def require(data_dir: Path, name: str) -> Path:

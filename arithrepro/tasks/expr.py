@@ -158,10 +158,8 @@ class ExprTask(TaskBase):
     def generate_count(self, params: dict) -> int:
         return sum(params["profiles"][params["profile"]]["expr"]["data"].values())
 
-    def dims(self, params: dict, data_dir: Path) -> dict:
-        from arithrepro.io import read_json
-
-        widths = read_json(self.require(data_dir, "meta.json"))["widths"]
+    def dims(self, params: dict) -> dict:
+        widths = self.widths(params["expr"]["data"])  # as written to meta.json
         return {"vocab_size": len(VOCAB), "max_len": max(widths.values()), "pad_id": PAD}
 
     def load(self, data_dir: Path, split: str) -> Split:
@@ -194,12 +192,34 @@ class ExprTask(TaskBase):
         return x, y, mask
 
     def train_batches(self, params: dict, data_dir: Path, seed: int, device):
+        split = self.load(data_dir, "train").to(device)
+        return self._epochs(params, split, len(split), seed, device)
+
+    def sample_batches(self, params: dict, seed: int, device):
+        """The training run's batches (steps, epochs) drawn from one batch of problems made in
+        memory: no files needed, for timing training before the data exist."""
+        import torch
+
+        from arithrepro.tasks.expr_grammar import generate_unique
+
+        d = params["expr"]["data"]
+        batch = params["profiles"][params["profile"]]["expr"]["train"]["batch_size"]
+        problems, answers = generate_unique(batch, seed=seed, stream="pool", min_in=d["min_in"],
+                                            max_in=d["max_in"], min_out=d["min_out"],
+                                            max_out=d["max_out"], workers=1)
+        ids = encode(problems, answers, self.widths(d)["in"]).astype(np.int64)
+        lengths = np.char.str_len(np.asarray(problems, dtype=str)).astype(np.int64)
+        split = Split(*(torch.from_numpy(v) for v in (ids, lengths + 1, lengths))).to(device)
+        n = params["profiles"][params["profile"]]["expr"]["data"]["n_train"]
+        return self._epochs(params, split, n, seed, device)
+
+    def _epochs(self, params: dict, split: Split, n: int, seed: int, device):
+        """Epochs over n rows; row i is split's row i mod len(split)."""
         from arithrepro.train import EpochBatches
 
-        split = self.load(data_dir, "train").to(device)
         t = params["profiles"][params["profile"]]["expr"]["train"]
         loss_on = params["expr"]["train"]["loss_on"]
-        return EpochBatches(lambda idx: self.batch(split, idx, loss_on), len(split),
+        return EpochBatches(lambda idx: self.batch(split, idx % len(split), loss_on), n,
                             t["batch_size"], t["epochs"], seed, device)
 
     def valid_set(self, params: dict, data_dir: Path, device):

@@ -121,7 +121,7 @@ class LoopedTask(TaskBase):
             out[int(L)] = {"x": x, "y": y}
         return out
 
-    def dims(self, params: dict, data_dir: Path) -> dict:
+    def dims(self, params: dict) -> dict:
         base = self._base(params["looped"]["data"])
         return {"base": base, "classes": base, "max_len": params["looped"]["data"]["max_positions"]}
 
@@ -133,8 +133,11 @@ class LoopedTask(TaskBase):
         base, L = self._base(d), d["train_digits"]
 
         def draw(batch_size, g):
-            x, y = pairs_and_targets(*sample_pairs(batch_size, L, base, g), base, base == 10)
-            return x.to(device), y.to(device), torch.ones_like(y, dtype=torch.bool, device=device)
+            from arithrepro.device import to_device
+
+            x, y = to_device(device, *pairs_and_targets(*sample_pairs(batch_size, L, base, g), base,
+                                                        base == 10))
+            return x, y, torch.ones_like(y, dtype=torch.bool)
 
         return draw
 

@@ -1,0 +1,141 @@
+"""Projected training time: a few steps of a run timed through the one training loop (fit), on
+the current device, precision and compile setting, scaled by the run's steps and validations.
+
+A step's time depends on the shapes (model, batch, sequence length), not on the values, so
+each distinct shape is timed once and every run of that shape is projected from it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from arithrepro.train import fit
+
+
+@dataclass(frozen=True)
+class Timing:
+    step_s: float        # one training step
+    validation_s: float  # one validation pass
+
+
+@dataclass(frozen=True)
+class Projection:
+    task: str
+    label: str
+    runs: int            # runs of this shape in the profile
+    steps: int           # training steps per run
+    validations: int     # validation passes per run
+    timing: Timing
+
+    @property
+    def run_s(self) -> float:
+        return self.steps * self.timing.step_s + self.validations * self.timing.validation_s
+
+    @property
+    def total_s(self) -> float:
+        return self.runs * self.run_s
+
+
+def validations(batches, cfg) -> int:
+    """How many times fit validates over the run of `batches` (its rule, step by step)."""
+    total, count = batches.steps, 0
+    for step in range(total):
+        done = step + 1
+        boundary = batches.epoch_end(step) if cfg.validate_epochs else done == total
+        count += bool(boundary or (cfg.val_every and done % cfg.val_every == 0))
+    return count
+
+
+class _Clock:
+    """A run's batches, cut to `stop + 1` steps, timing steps start..stop-1: the device is
+    synchronized when the batches of steps `start` and `stop` are drawn."""
+
+    def __init__(self, batches, start: int, stop: int, device: torch.device):
+        self.batches, self.start, self.stop, self.device = batches, start, stop, device
+        self.steps, self.seconds, self._t0 = stop + 1, 0.0, 0.0
+
+    def epoch(self, step: int) -> int:
+        return self.batches.epoch(step)
+
+    def epoch_end(self, step: int) -> bool:
+        return False
+
+    def __call__(self, step: int):
+        if step in (self.start, self.stop):
+            _synchronize(self.device)
+            if step == self.start:
+                self._t0 = time.perf_counter()
+            else:
+                self.seconds = time.perf_counter() - self._t0
+        return self.batches(step)
+
+
+def time_steps(model, batches, cfg, warmup: int, timed: int) -> float:
+    """Seconds per training step of `model` on `batches` under `cfg`, through fit: `warmup`
+    untimed steps (first-step allocation, torch.compile), then `timed` steps."""
+    if warmup < 1 or timed < 1:
+        raise ValueError(f"warmup = {warmup}, timed = {timed}: expected at least 1 of each")
+    device = next(model.parameters()).device
+    clock = _Clock(batches, warmup, warmup + timed, device)
+    quick = replace(cfg, val_every=0, validate_epochs=False, restore_best=False,
+                    checkpoint_every=clock.steps + 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        fit(model, clock, lambda m: {"val_loss": 0.0}, quick, Path(tmp) / "checkpoint.pt",
+            "estimate", progress=False)
+    return clock.seconds / timed
+
+
+def time_call(fn, device: torch.device, repeats: int = 3) -> float:
+    """Median seconds of fn() over up to `repeats` calls (fewer once they add up to 2 s),
+    after one untimed call."""
+    fn()
+    times = []
+    while len(times) < repeats and sum(times) < 2.0:
+        _synchronize(device)
+        t0 = time.perf_counter()
+        fn()
+        _synchronize(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def forward_seconds(model, x, precision: str) -> float:
+    """Seconds per sample of a forward pass without gradients over the batch x: validation's
+    cost (it runs the same sequences in larger batches)."""
+    from arithrepro.device import autocast
+
+    @torch.no_grad()
+    def forward():
+        with autocast(x.device.type, precision):
+            model(x)
+
+    was = model.training
+    model.eval()
+    try:
+        return time_call(forward, x.device) / len(x)
+    finally:
+        model.train(was)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def hours(seconds: float) -> str:
+    """A duration for people: seconds, minutes, hours or days."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"

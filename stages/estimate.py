@@ -1,0 +1,210 @@
+"""estimate: how long each profile's training takes on this machine, before running it.
+
+Not a pipeline stage: a command to run before `dvc repro` or `dvc exp run -S profile=paper`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import click
+
+from arithrepro.stages.common import friendly_errors, params_option, placement
+
+# The charlm timing corpus: random characters, as the real corpus (TinyStories) may be out of
+# reach; the vocabulary only sizes the embedding and the output layer.
+CHARLM_VOCAB = 96
+
+
+@dataclass
+class Job:
+    """Runs of one shape: `build()` -> (model, the run's batches, loop config, validation timer)."""
+    task: str
+    label: str
+    runs: int
+    key: str        # runs with the same key take the same time per step and per validation
+    build: Callable
+
+
+@click.command("estimate")
+@params_option
+@click.option("--profile", "profiles", multiple=True,
+              help="A profile to project (repeatable). Default: every profile in params.")
+@click.option("--task", "tasks", multiple=True,
+              type=click.Choice(["expr", "abacus", "looped", "modular", "charlm"]),
+              help="Only these tasks (repeatable). Default: all.")
+@click.option("--steps", default=5, show_default=True, type=click.IntRange(1),
+              help="Timed training steps per run shape.")
+@click.option("--warmup", default=3, show_default=True, type=click.IntRange(1),
+              help="Untimed steps first (allocation, torch.compile).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Also write the projections here as JSON.")
+@friendly_errors
+def estimate(params_path: str, profiles: tuple, tasks: tuple, steps: int, warmup: int,
+             json_path: str | None) -> None:
+    """Time a few training steps of every run shape of each profile on this machine (the
+    params' device, precision and compile) and print the projected training time of every run,
+    task and profile: one device, one run at a time. Counts training steps and validation
+    passes; not data generation, evaluation or DVC's own time.
+
+    Reads params (profiles.<p>.*, the tasks' blocks, models.*); writes nothing but --json.
+    """
+    from arithrepro import config
+    from arithrepro.estimate import Projection, Timing, hours, time_steps, validations
+    from arithrepro.io import write_json
+
+    params = config.load(params_path)
+    for p in profiles:
+        if p not in params["profiles"]:
+            raise config.ParamsError(f"profiles.{p}: not in {params_path} (--profile {p}); "
+                                     f"allowed: {', '.join(params['profiles'])}")
+    device, precision = placement(params)
+    where = f"{device}, {precision}, {'compiled' if params['compile'] else 'eager'}"
+    timings: dict[str, Timing] = {}
+    report, out = [], {}
+    for profile in profiles or list(params["profiles"]):
+        p = {**params, "profile": profile}
+        rows = []
+        for job in _jobs(p, tasks or ("expr", "abacus", "looped", "modular", "charlm"),
+                         device, precision):
+            net, batches, cfg, validation = job.build()
+            if job.key not in timings:
+                click.echo(f"estimate: timing {profile} {job.task} {job.label}", err=True)
+                timings[job.key] = Timing(time_steps(net, batches, cfg, warmup, steps),
+                                          validation(net))
+            rows.append(Projection(job.task, job.label, job.runs, batches.steps,
+                                   validations(batches, cfg), timings[job.key]))
+            del net
+        out[profile] = [{**asdict(r), "run_s": r.run_s, "total_s": r.total_s} for r in rows]
+        report.append(_table(profile, rows, hours))
+    click.echo(f"# Projected training time on {where}\n\n{warmup} untimed and {steps} timed "
+               f"steps per run shape; one run at a time on one device; training steps and "
+               f"validation passes only (not data generation, evaluation or DVC).\n")
+    click.echo("\n".join(report))
+    click.echo("| profile | runs | projected |\n|---|---:|---:|")
+    for profile, rows in out.items():
+        click.echo(f"| {profile} | {sum(r['runs'] for r in rows)} | "
+                   f"{hours(sum(r['total_s'] for r in rows))} |")
+    if json_path:
+        write_json(json_path, {"device": device, "precision": precision,
+                               "compile": params["compile"], "warmup": warmup, "steps": steps,
+                               "profiles": out})
+
+
+def _table(profile: str, rows: list, hours) -> str:
+    lines = [f"## {profile}\n", "| task | run | runs | steps | ms/step | validations | "
+             "s/validation | per run | total |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r.task} | {r.label} | {r.runs} | {r.steps:,} | {1000 * r.timing.step_s:.1f} "
+                     f"| {r.validations:,} | {r.timing.validation_s:.2f} | {hours(r.run_s)} "
+                     f"| {hours(r.total_s)} |")
+    per_task = {}
+    for r in rows:
+        per_task[r.task] = per_task.get(r.task, 0.0) + r.total_s
+    total = sum(per_task.values())
+    lines.append(f"| **all** | {', '.join(f'{t} {hours(s)}' for t, s in per_task.items())} | "
+                 f"{sum(r.runs for r in rows)} | | | | | | **{hours(total)}** |\n")
+    return "\n".join(lines)
+
+
+def _jobs(params: dict, tasks, device: str, precision: str):
+    """Every run shape of the params' profile, task by task."""
+    for task in tasks:
+        if task in ("expr", "abacus", "looped"):
+            yield from _grid_jobs(params, task, device, precision)
+        elif task == "modular":
+            yield from _modular_jobs(params, device, precision)
+        else:
+            yield from _charlm_jobs(params, device, precision)
+
+
+def _grid_jobs(params: dict, task: str, device: str, precision: str):
+    from arithrepro.estimate import forward_seconds
+    from arithrepro.models import build_model
+    from arithrepro.stages.train import grid_cell
+    from arithrepro.tasks import TASKS
+
+    t, seed = TASKS[task], params["seeds"][0]
+    batch = params["profiles"][params["profile"]][task]["train"]["batch_size"]
+    for model in params[task]["models"]:
+        for size in params[task]["sizes"]:
+            arch, cfg = grid_cell(params, task, model, size, seed, precision)
+
+            def build(arch=arch, cfg=cfg):
+                import torch
+
+                torch.manual_seed(seed)
+                net = build_model(arch["model"], arch["size"], dropout=arch["dropout"],
+                                  **arch["dims"]).to(device)
+                batches = t.sample_batches(params, seed, device)
+                rows = t.valid_count(params)
+                # a validation batch: as many rows as the loop's validation batches hold
+                n = min(cfg.eval_batch_size, rows)
+                x = torch.cat([batches(i)[0] for i in range(-(-n // batch))])[:n]
+                return net, batches, cfg, lambda net: forward_seconds(net, x, precision) * rows
+
+            key = json.dumps([task, arch, batch, cfg.progressive, params["compile"]], sort_keys=True)
+            yield Job(task, f"{model}-{size}", len(params["seeds"]), key, build)
+
+
+def _modular_jobs(params: dict, device: str, precision: str):
+    from arithrepro.estimate import time_call
+    from arithrepro.stages.modular_study import setup
+    from arithrepro.tasks.modular import merged, study_runs
+
+    cells = {}  # the stage's memo trains a (model, seed, configuration) once across studies
+    for study in merged(params)["studies"]:
+        for run in study_runs(params, study):
+            config = {k: v for k, v in run.config.items() if k != "checkpoint_every"}
+            cells.setdefault(json.dumps([run.model, config], sort_keys=True), {}).setdefault(run.seed, run)
+    for same, seeds in cells.items():
+        run = next(iter(seeds.values()))
+        c = run.config
+        shape = {k: c[k] for k in ("p", "orders", "operator", "r_train", "layers", "d_model",
+                                   "heads", "batch_size")}
+
+        def build(run=run):
+            net, _, _, data, cfg, batches = setup(run, device, precision, params["compile"])
+
+            def validation(net):
+                import torch
+
+                net.eval()
+                try:
+                    return time_call(lambda: data.evaluate(net), torch.device(device))
+                finally:
+                    net.train()
+
+            return net, batches, cfg, validation
+
+        key = json.dumps(["modular", run.model, shape, params["compile"]], sort_keys=True)
+        yield Job("modular", f"{run.model} {run.label}", len(seeds), key, build)
+
+
+def _charlm_jobs(params: dict, device: str, precision: str):
+    import torch
+
+    from arithrepro.estimate import forward_seconds
+    from arithrepro.stages.charlm import setup
+    from arithrepro.tasks.charlm import merged, runs
+
+    m = merged(params)
+    ids = torch.randint(CHARLM_VOCAB, (m["corpus"]["chars"],),
+                        generator=torch.Generator().manual_seed(0))
+    seen = {}  # model names sharing an architecture share one trained run (the stage's memo)
+    for run in runs(params):
+        seen.setdefault(json.dumps([run.model, run.size, run.seq_length, run.steps, run.seed],
+                                   sort_keys=True), run)
+    for run in seen.values():
+        def build(run=run):
+            net, _, data, cfg, batches, _ = setup(run, m, ids, CHARLM_VOCAB, device, precision,
+                                                  params["compile"])
+            x = data.val[:cfg.eval_batch_size, :-1]  # a validation batch's inputs
+            return net, batches, cfg, lambda net: forward_seconds(net, x, precision) * len(data.val)
+
+        key = json.dumps(["charlm", run.model, run.size, run.seq_length,
+                          m["train"]["batch_size"], params["compile"]], sort_keys=True)
+        yield Job("charlm", f"{run.model_name} T={run.seq_length}", 1, key, build)
+

@@ -1,0 +1,136 @@
+"""The estimate command: the loop's validation count, the step clock, batches made without files
+that match the real ones, and the projections of every task of the smoke profile."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from arithrepro import config, estimate
+from arithrepro.stages.estimate import estimate as estimate_command
+from arithrepro.tasks import TASKS
+from arithrepro.train import StreamBatches, TrainConfig
+from tests.test_train import run, sources
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def smoke() -> dict:
+    params = config.load(ROOT / "params.yaml")
+    params["profile"] = "smoke"
+    return params
+
+
+@pytest.mark.parametrize("changes", [
+    {"val_every": 4},                                   # epoch ends and every 4 steps
+    {"val_every": 0},                                   # epoch ends only
+    {"val_every": 5, "validate_epochs": False},         # every 5 steps and the end
+    {"val_every": 0, "validate_epochs": False},         # the end only
+])
+def test_validation_count_is_the_loops(tmp_path, changes):
+    cfg = TrainConfig(lr=0.01, seed=0, **changes)
+    _, result = run(tmp_path, "lstm", cfg, batch_size=16, epochs=2)
+    batches, _ = sources(cfg, 16, 2)
+    assert estimate.validations(batches, cfg) == len(result["val_curve"])
+
+
+def test_step_clock_times_exactly_the_timed_steps(monkeypatch):
+    """A fake clock that advances 1 s per batch drawn: the timed steps take 1 s each."""
+    now = [0.0]
+    monkeypatch.setattr(estimate.time, "perf_counter", lambda: now[0])
+    x = torch.randint(0, 5, (4, 6))
+
+    def draw(batch_size, g):
+        now[0] += 1.0
+        return x, x, torch.ones_like(x, dtype=torch.bool)
+
+    from tests.test_models import build
+
+    net = build("lstm", "small", dropout=0.0)
+    batches = StreamBatches(draw, 4, 1000, seed=0)
+    assert estimate.time_steps(net, batches, TrainConfig(lr=0.01, seed=0), warmup=2, timed=3) == 1.0
+    with pytest.raises(ValueError, match="at least 1"):
+        estimate.time_steps(net, batches, TrainConfig(lr=0.01, seed=0), warmup=0, timed=3)
+
+
+def test_dims_need_no_files_and_match_the_data(tmp_path):
+    params = smoke()
+    for name in ("expr", "abacus"):
+        TASKS[name].generate(params, tmp_path / name)
+        meta = json.loads((tmp_path / name / "meta.json").read_text())
+        dims = TASKS[name].dims(params)
+        if name == "expr":
+            assert dims["max_len"] == max(meta["widths"].values())
+        else:
+            assert dims["train_run"] == meta["max_digits"] + 1
+            assert dims["eval_run"] == max(meta["grid_max"], *meta["diagonal"]) + 1
+
+
+def test_expr_batches_without_files_have_the_real_runs_shape(tmp_path):
+    params = smoke()
+    t = TASKS["expr"]
+    t.generate(params, tmp_path)
+    real = t.train_batches(params, tmp_path, 0, "cpu")
+    made = t.sample_batches(params, 0, "cpu")
+    assert (made.steps, made.per_epoch) == (real.steps, real.per_epoch)
+    for step in (0, real.steps - 1):
+        for a, b in zip(real(step), made(step)):
+            assert a.shape == b.shape and a.dtype == b.dtype
+    x, y, mask = made(0)
+    assert torch.equal(x[:, 1:], y[:, :-1]) and mask.any(1).all()  # next-token targets, answers
+
+
+def test_estimate_projects_every_task_of_the_smoke_profile(tmp_path):
+    out = tmp_path / "estimate.json"
+    result = CliRunner().invoke(estimate_command, [
+        "--params", str(ROOT / "params.yaml"), "--profile", "smoke", "--steps", "1",
+        "--warmup", "1", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "| smoke |" in result.output and "# Projected training time on cpu, fp32, eager" in result.output
+    rows = json.loads(out.read_text())["profiles"]["smoke"]
+    by_task = {}
+    for r in rows:
+        by_task.setdefault(r["task"], []).append(r)
+        assert r["timing"]["step_s"] > 0 and r["timing"]["validation_s"] > 0
+        assert r["run_s"] == pytest.approx(r["steps"] * r["timing"]["step_s"]
+                                           + r["validations"] * r["timing"]["validation_s"])
+        assert r["total_s"] == pytest.approx(r["runs"] * r["run_s"])
+    params = smoke()
+    assert sum(r["runs"] for r in by_task["expr"]) == 9
+    assert {r["label"] for r in by_task["looped"]} == {"standard-notebook", "looped-notebook"}
+    assert [r["steps"] for r in by_task["looped"]] == [8, 8]
+    assert [r["validations"] for r in by_task["looped"]] == [2, 2]  # steps 4 and 8
+    assert {r["label"] for r in by_task["charlm"]} == {
+        f"{m} T=16" for m in ("rnn", "multi-rnn", "gru", "transformer-1", "transformer-8")}
+    assert all(r["steps"] == 6 and r["validations"] == 2 for r in by_task["charlm"])
+    # modular: each (model, seed, configuration) once, as the study stage's memo trains it
+    from arithrepro.tasks.modular import merged, study_runs
+
+    cells = {json.dumps([r.model, r.seed, {k: v for k, v in r.config.items() if k != "checkpoint_every"}],
+                        sort_keys=True) for s in merged(params)["studies"] for r in study_runs(params, s)}
+    assert sum(r["runs"] for r in by_task["modular"]) == len(cells) < 22
+
+
+def test_estimate_refuses_an_unknown_profile():
+    result = CliRunner().invoke(estimate_command, ["--params", str(ROOT / "params.yaml"),
+                                                   "--profile", "gpu"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: params: profiles.gpu: not in {ROOT / 'params.yaml'} (--profile gpu); "
+        "allowed: smoke, cpu, paper")
+
+
+def test_grid_cells_are_timed_with_their_own_loop_config():
+    """The estimate builds a cell through the train stage's own grid_cell: its optimizer and
+    progressive loss, and the stream task's own batches."""
+    from arithrepro.stages.train import grid_cell
+
+    params = smoke()
+    arch, cfg = grid_cell(params, "abacus", "abacus", "l2r2", 0, "fp32")
+    assert cfg.progressive and cfg.optimizer == params["abacus"]["train"]["optimizer"]
+    assert arch["dims"] == TASKS["abacus"].dims(params)
+    batches = TASKS["abacus"].sample_batches(params, 0, "cpu")
+    assert isinstance(batches, StreamBatches)
+    assert batches.steps == params["profiles"]["smoke"]["abacus"]["train"]["steps"]
