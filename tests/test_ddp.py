@@ -1,5 +1,6 @@
 """Data-parallel training: 2 gloo processes on the CPU match one process with the same global
-batch, in the loop itself and through `torchrun ... arithrepro train`."""
+batch, in the loop itself and through `torchrun ... arithrepro train`, and their checkpoints
+resume in one process."""
 
 import json
 import os
@@ -27,13 +28,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, tmp: str, name: str, cfg: TrainConfig) -> None:
+def _worker(rank: int, world: int, port: int, tmp: str, name: str, cfg: TrainConfig,
+            halt_after: int | None = None) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         torch.set_num_threads(1)
-        model, result = run(Path(tmp), name, cfg, dropout=0.0)
-        if rank == 0:
+        model, result = run(Path(tmp), name, cfg, halt_after=halt_after, dropout=0.0)
+        if rank == 0 and result is not None:
             torch.save({"state": model.state_dict(), "curve": result["train_curve"],
                         "val": result["val_curve"]}, Path(tmp) / "rank0.pt")
     finally:
@@ -56,6 +58,22 @@ def test_two_processes_match_one(tmp_path, name, cfg):
     assert [r["val_loss"] for r in one["val_curve"]] == pytest.approx(
         [r["val_loss"] for r in two["val"]], rel=1e-5)
     assert (tmp_path / "two" / "checkpoint.pt").is_file()  # written once, by rank 0
+
+
+def test_a_run_killed_under_two_processes_resumes_in_one(tmp_path):
+    """Checkpoints do not depend on the world size: 2 processes stopped after step 8 (the last
+    checkpoint is the first epoch end's, step 6), then 1 process resumes from it and ends where
+    1 process alone does."""
+    cfg = TrainConfig(lr=0.01, seed=3, val_every=4, checkpoint_every=5)
+    single, one = run(tmp_path / "one", "gpt", cfg, dropout=0.0)
+    (tmp_path / "two").mkdir()
+    mp.spawn(_worker, args=(2, _free_port(), str(tmp_path / "two"), "gpt", cfg, 8), nprocs=2)
+    assert torch.load(tmp_path / "two" / "checkpoint.pt", weights_only=False)["step"] == 6
+    resumed, result = run(tmp_path / "two", "gpt", cfg, dropout=0.0)
+    for k, a in single.state_dict().items():
+        assert torch.allclose(a, resumed.state_dict()[k], atol=1e-5, rtol=1e-4), k
+    assert [r["loss"] for r in one["train_curve"]] == pytest.approx(
+        [r["loss"] for r in result["train_curve"]], rel=1e-5)
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the checkout")
