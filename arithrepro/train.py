@@ -131,19 +131,19 @@ def make_optimizer(model, cfg: TrainConfig):
     raise ValueError(f"optimizer {cfg.optimizer!r}: expected lamb, adam or adamw")
 
 
-def training_loss(model, x, y, mask, progressive: bool, outputs_from: int = 0,
+def training_loss(model, x, y, mask, recurrences: int = 0, outputs_from: int = 0,
                   count: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean cross-entropy over the scored positions. `count`: the number of positions the mean
+    """Mean cross-entropy over the scored positions. `recurrences`: R of a looped model trained
+    with the progressive loss (0: the plain loss). `count`: the number of positions the mean
     is over, when x is a data-parallel shard (the global batch's count over the world size), so
     that the ranks' averaged gradients are the whole batch's."""
     if outputs_from:
         outs = [model(x, outputs_from=outputs_from)]
         y, mask = y[:, outputs_from:], mask[:, outputs_from:]
-    elif not progressive:
+    elif not recurrences:
         outs = [model(x)]
     else:
-        R = model.core.recurrences if hasattr(model, "core") else model.module.core.recurrences
-        n = int(torch.randint(1, R + 1, ()))
+        n = int(torch.randint(1, recurrences + 1, ()))
         outs = model(x, exit_at=n)  # [at R] or [at R, at n]
     if count is None:
         count = mask.sum()
@@ -172,6 +172,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     warmup = max(1, round(cfg.warmup_frac * total))
     opt = make_optimizer(model, cfg)
     device = next(model.parameters()).device
+    recurrences = model.core.recurrences if cfg.progressive else 0  # before any wrapper
     rank, world = _world()
     runner = model  # what the steps call; it shares the model's parameters
     if world > 1:
@@ -247,7 +248,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
             lo, hi = rank * len(x) // world, (rank + 1) * len(x) // world
             x, y, mask = x[lo:hi], y[lo:hi], mask[lo:hi]
         with autocast(device.type, cfg.precision):
-            loss = training_loss(runner, x, y, mask, cfg.progressive, cfg.outputs_from, count)
+            loss = training_loss(runner, x, y, mask, recurrences, cfg.outputs_from, count)
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         lr = opt.param_groups[0]["lr"]

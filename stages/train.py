@@ -40,7 +40,7 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     params = config.load(params_path)
     c = config.cell(params, task, model, size, seed)
     device, precision = placement(params)
-    rank, device = _join_world(device)
+    rank, world, device = _join_world(device)
     t = TASKS[task]
     data_dir = paths.data(task)
     arch, cfg = grid_cell(params, task, model, size, seed, precision)
@@ -51,8 +51,9 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     run_dir = paths.run(task, c.name)
     fingerprint = _fingerprint(arch, cfg, batches.steps, data_dir)
     result = fit(net, batches, valid, cfg, run_dir / "checkpoint.pt", fingerprint)
-    if rank:  # only rank 0 writes
+    if world > 1:
         torch.distributed.destroy_process_group()
+    if rank:  # only rank 0 writes
         return
     state = {k: v.cpu() for k, v in net.state_dict().items()}
     save_torch(run_dir / "model.pt", {**arch, "state_dict": state})
@@ -62,9 +63,6 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     write_frame(paths.curves(task, c.name), pd.DataFrame(result["train_curve"]))
     write_frame(paths.val_curves(task, c.name), pd.DataFrame(result["val_curve"]))
     (run_dir / "checkpoint.pt").unlink(missing_ok=True)  # finished: nothing left to resume
-    world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
-    if world > 1:
-        torch.distributed.destroy_process_group()
     where = (f"{world} processes ({device.split(':')[0]})" if world > 1 else device) + f", {precision}"
     done(f"train {task} {c.name} on {where}: {result['steps']} steps in {result['train_seconds']:.1f} s, "
          f"best val loss {result['best_val_loss']:.4f} at step {result['best_step']}, "
@@ -92,21 +90,22 @@ def grid_cell(params: dict, task: str, model: str, size: str, seed: int, precisi
     return arch, cfg
 
 
-def _join_world(device: str) -> tuple[int, str]:
+def _join_world(device: str) -> tuple[int, int, str]:
     """Under torchrun (WORLD_SIZE > 1): join the process group (NCCL on GPUs, gloo on the CPU)
-    and take this rank's GPU. Returns (rank, device)."""
+    and take this rank's GPU. Returns (rank, world size, device)."""
     import os
 
     import torch
 
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return 0, device
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return 0, 1, device
     if device == "cuda":
         local = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local)
         device = f"cuda:{local}"
     torch.distributed.init_process_group("nccl" if device.startswith("cuda") else "gloo")
-    return torch.distributed.get_rank(), device
+    return torch.distributed.get_rank(), world, device
 
 
 def _fingerprint(arch: dict, cfg, steps: int, data_dir) -> str:

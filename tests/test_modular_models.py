@@ -168,4 +168,4 @@ def test_training_step_uses_the_right_hand_side_only():
     mask = torch.zeros(4, 6, dtype=torch.bool)
     mask[:, 4:] = True
     full = F.cross_entropy(m(x)[mask], y[mask])
-    assert torch.allclose(training_loss(m, x, y, mask, False, outputs_from=4), full, atol=1e-6)
+    assert torch.allclose(training_loss(m, x, y, mask, 0, outputs_from=4), full, atol=1e-6)
