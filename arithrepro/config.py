@@ -183,6 +183,7 @@ def schema() -> dict:
             name: {
                 "lr": number(0, lo_open=True),
                 "dropout": number(0, 1, hi_open=True),
+                "micro_batches": Optional(integer(1, 4096)),
                 "sizes": Map(spec.size_schema()),
             }
             for name, spec in MODELS.items() if spec.grid

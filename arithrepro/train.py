@@ -15,6 +15,7 @@ whose state is in the checkpoint).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
@@ -50,6 +51,9 @@ class TrainConfig:
     compile: bool = False       # run the forward and backward through torch.compile
     sync_every: int = 50        # read the losses back to the host this often (and at every
                                 # validation and checkpoint), not every step
+    micro_batches: int = 1      # split each batch into this many length-sorted pieces, each cut
+                                # to its longest row; gradients add up to the whole batch's
+                                # (causal models and the plain loss only; see micro_batches())
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> float:
@@ -120,10 +124,10 @@ def validation_loss(model, make_batch, n: int, batch_size: int) -> float:
 
 
 def make_optimizer(model, cfg: TrainConfig):
-    if cfg.optimizer == "lamb":
-        import torch_optimizer
+    if cfg.optimizer == "lamb":  # torch-optimizer's Lamb, stepped over all parameters at once
+        from arithrepro.optim import ForeachLamb
 
-        return torch_optimizer.Lamb(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        return ForeachLamb(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adam":
@@ -150,6 +154,33 @@ def training_loss(model, x, y, mask, recurrences: int = 0, outputs_from: int = 0
     return sum(F.cross_entropy(o[mask], y[mask], reduction="sum") for o in outs) / (count * len(outs))
 
 
+def micro_batches(x, y, mask, pieces: int, trim_front: bool = False):
+    """The batch as `pieces` sub-batches (x, y, mask, outputs_from) of rows sorted by how far
+    their scored positions reach, each cut after its last scored position; with trim_front, each
+    piece's outputs_from is its first scored position (0 otherwise).
+
+    For a causal model the output at a position never depends on later ones, so columns past a
+    row's last scored position change nothing the loss reads: the pieces' summed losses (each over
+    the whole batch's count) and their gradients are the batch's, up to float summation order.
+    What they save is work on trailing padding (the attention's T x T shrinks quadratically), and
+    on a CPU smaller tensors stay in cache. outputs_from lets a core that supports it (a
+    transformer's last block) skip the positions before any scored one.
+    """
+    if pieces <= 1:
+        return [(x, y, mask, 0)]
+    cols = torch.arange(mask.size(1), device=mask.device)
+    reach = torch.where(mask, cols + 1, 0).amax(1)          # 1 + the last scored position
+    first = torch.where(mask, cols, mask.size(1)).amin(1)  # the first scored position
+    order = torch.argsort(reach, descending=True, stable=True)
+    out = []
+    for rows in order.tensor_split(pieces):
+        if len(rows):
+            out.append((rows, reach[rows].max(), first[rows].min()))
+    bounds = torch.stack([torch.stack(b) for _, *b in out]).tolist()  # one host sync per step
+    return [(x[rows, :w], y[rows, :w], mask[rows, :w], min(f, w - 1) if trim_front else 0)
+            for (rows, _, _), (w, f) in zip(out, bounds)]
+
+
 def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: str, *,
         halt_after: int | None = None, progress: bool = True) -> dict | None:
     """Train `model` in place on `batches` (EpochBatches or StreamBatches) and restore its
@@ -170,6 +201,12 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
 
     total = batches.steps
     warmup = max(1, round(cfg.warmup_frac * total))
+    if cfg.micro_batches > 1 and (cfg.progressive or cfg.outputs_from
+                                  or not getattr(getattr(model, "core", model), "causal", True)):
+        raise ValueError("micro_batches > 1 needs a causal model and the plain loss")
+    # a core whose outputs_from skips work (a transformer's last block) is given each piece's
+    # first scored position
+    trim_front = getattr(getattr(model, "core", model), "prunes_outputs", False)
     opt = make_optimizer(model, cfg)
     device = next(model.parameters()).device
     recurrences = model.core.recurrences if cfg.progressive else 0  # before any wrapper
@@ -247,10 +284,22 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
             count = mask[:, cfg.outputs_from:].sum() / world
             lo, hi = rank * len(x) // world, (rank + 1) * len(x) // world
             x, y, mask = x[lo:hi], y[lo:hi], mask[lo:hi]
-        with autocast(device.type, cfg.precision):
-            loss = training_loss(runner, x, y, mask, recurrences, cfg.outputs_from, count)
         opt.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
+        if count is None:
+            count = mask[:, cfg.outputs_from:].sum()
+        # on a GPU a batch runs whole: there, splitting it only adds kernel launches
+        pieces = micro_batches(x, y, mask, cfg.micro_batches if device.type == "cpu" else 1,
+                               trim_front)
+        loss = 0.0
+        for i, (xp, yp, mp, start) in enumerate(pieces):
+            # under DDP, gradients are averaged across ranks once, after the last piece
+            last = i == len(pieces) - 1
+            with (runner.no_sync() if world > 1 and not last else contextlib.nullcontext()):
+                with autocast(device.type, cfg.precision):
+                    part = training_loss(runner, xp, yp, mp, recurrences,
+                                         start or cfg.outputs_from, count)
+                scaler.scale(part).backward()
+            loss = loss + part.detach()
         lr = opt.param_groups[0]["lr"]
         scaler.step(opt)
         scaler.update()

@@ -48,7 +48,7 @@ def _module_ranges(net) -> list:
 
 def profile_job(net, batches, cfg, steps: int, top: int) -> str:
     from arithrepro.device import autocast
-    from arithrepro.train import make_optimizer, training_loss
+    from arithrepro.train import make_optimizer, micro_batches, training_loss
 
     device = next(net.parameters()).device
     opt = make_optimizer(net, cfg)
@@ -57,11 +57,14 @@ def profile_job(net, batches, cfg, steps: int, top: int) -> str:
 
     def step(i):
         x, y, mask = batches(i)
-        with record_function("phase::forward"), autocast(device.type, cfg.precision):
-            loss = training_loss(net, x, y, mask, recurrences, cfg.outputs_from)
+        count = mask[:, cfg.outputs_from:].sum()
         opt.zero_grad(set_to_none=True)
-        with record_function("phase::backward"):
-            loss.backward()
+        trim = getattr(net.core, "prunes_outputs", False)
+        for *piece, start in micro_batches(x, y, mask, cfg.micro_batches, trim):  # as fit() does
+            with record_function("phase::forward"), autocast(device.type, cfg.precision):
+                loss = training_loss(net, *piece, recurrences, start or cfg.outputs_from, count)
+            with record_function("phase::backward"):
+                loss.backward()
         with record_function("phase::optimizer"):
             opt.step()
 

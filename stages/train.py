@@ -84,7 +84,7 @@ def grid_cell(params: dict, task: str, model: str, size: str, seed: int, precisi
                       progressive=bool(loop.get("progressive", False)),
                       val_every=prof["val_every"], checkpoint_every=prof["checkpoint_every"],
                       eval_batch_size=4 * prof["batch_size"], precision=precision,
-                      compile=params["compile"])
+                      compile=params["compile"], micro_batches=int(m.get("micro_batches", 1)))
     arch = {"model": model, "size": config.architecture(params, task, model, size),
             "dropout": float(m["dropout"]), "dims": TASKS[task].dims(params)}
     return arch, cfg

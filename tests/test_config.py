@@ -34,7 +34,7 @@ def test_the_shipped_params_are_valid():
     (lambda p: p["profiles"]["cpu"]["expr"]["train"].update(batch_size=2.5),
      "profiles.cpu.expr.train.batch_size = 2.5: expected an integer >= 1"),
     (lambda p: p["models"]["gpt"]["sizes"]["small"].update(heads=5), "models.gpt.sizes.small.d_sa = 32"),
-    (lambda p: p["models"]["gpt"].update(lrr=1), "models.gpt.lrr: unknown key; allowed: lr, dropout, sizes"),
+    (lambda p: p["models"]["gpt"].update(lrr=1), "models.gpt.lrr: unknown key; allowed: lr, dropout, micro_batches, sizes"),
     (lambda p: p["expr"]["train"].pop("loss_on"), "expr.train.loss_on: missing"),
     (lambda p: p["expr"]["train"].update(loss_on="some"), "expr.train.loss_on = 'some': expected one of answer, all"),
     (lambda p: p["abacus"]["train"].update(optimizer="sgd"), "abacus.train.optimizer = 'sgd': expected one of lamb, adam, adamw"),

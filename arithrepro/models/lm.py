@@ -17,6 +17,8 @@ import math
 import torch
 from torch import nn
 
+from arithrepro.models.dropout import Dropout
+
 
 class LanguageModel(nn.Module):
     def __init__(self, core: nn.Module, vocab_size: int, d_model: int, dropout: float, pad_id: int,
@@ -26,7 +28,7 @@ class LanguageModel(nn.Module):
         # d_embed: a token embedding narrower than the core (the charlm RNNs: 64 into 256)
         self.embed = nn.Embedding(vocab_size, d_embed or d_model)
         self.positions = positions
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.core = core
         self.head = nn.Linear(d_model, vocab_size, bias=head_bias)
         if tie:  # one matrix embeds the tokens and scores them (nanoGPT's weight tying)

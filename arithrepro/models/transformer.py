@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from arithrepro.models.dropout import Dropout, dropout_scale
 from arithrepro.models.lm import LanguageModel
 
 
@@ -167,6 +168,18 @@ class Attention(nn.Module):
         k, v = F.linear(x, *(kv_weights or self.kv_weights())).chunk(2, dim=-1)
         return self._rope(self._heads(k), pos), self._heads(v).transpose(1, 2)
 
+    def qkv(self, x: torch.Tensor, pos: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v (B, nh, T, hs) of x at positions pos..: one matmul, and one rotary call for
+        q and k together (the rotation is per head slot, so stacking q's and k's heads is the
+        same as rotating each)."""
+        w = torch.cat([self.q.weight, self.k.weight, self.v.weight])
+        b = torch.cat([self.q.bias, self.k.bias, self.v.bias])
+        heads = F.linear(x, w, b).view(*x.shape[:-1], 3 * self.heads, self.head_dim)
+        # split, not slicing: a slice's backward fills a zero tensor of the whole input
+        qk, v = heads.split([2 * self.heads, self.heads], dim=2)
+        q, k = self._rope(qk, pos).split(self.heads, dim=1)            # (B, nh, T, hs) each
+        return q, k, v.transpose(1, 2)
+
     def local_mask(self, T: int, device) -> torch.Tensor:
         """(nh, T, T) additive mask: the offset's bias inside the window, -inf outside."""
         i = torch.arange(T, device=device)
@@ -177,8 +190,15 @@ class Attention(nn.Module):
 
     def attend(self, q, k, v, causal: bool, mask: torch.Tensor | None = None) -> torch.Tensor:
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
-                                           is_causal=causal)  # (B, nh, Tq, hs)
+        if p and q.device.type == "cpu" and (mask is None or mask.dtype == torch.bool):
+            Tq, Tk = q.size(2), k.size(2)
+            bias = (_causal_bias(Tq, Tk, q.dtype, q.device) if causal else
+                    None if mask is None else
+                    torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf")))
+            y = _attention_with_dropout(q, k, v, bias, p)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
+                                               is_causal=causal)  # (B, nh, Tq, hs)
         return self.o(y.transpose(1, 2).flatten(2))
 
     def attend_manual(self, q, k, v, causal: bool, mask: torch.Tensor | None = None):
@@ -201,8 +221,11 @@ class Attention(nn.Module):
         """Self-attention over x (B, T, d); with a (K, V) cache, x sits at pos.. With a list
         `weights`, attend by the written-out path and append the attention weights to it.
         q_from > 0: outputs for positions q_from.. only (queries there, keys everywhere)."""
-        q = self.query(x[:, q_from:] if q_from else x, pos + q_from)
-        k, v = self.key_value(x, pos)
+        if q_from:
+            q = self.query(x[:, q_from:], pos + q_from)
+            k, v = self.key_value(x, pos)
+        else:
+            q, k, v = self.qkv(x, pos)
         if q_from:
             assert cache is None and weights is None and not self.window and causal
             Tq, Tk = q.size(2), k.size(2)  # a causal mask aligned bottom-right
@@ -226,6 +249,32 @@ class Attention(nn.Module):
         return self.attend(q, K[:, :, :pos + n], V[:, :, :pos + n], causal=n > 1)
 
 
+def _attention_with_dropout(q, k, v, bias: torch.Tensor | None, p: float) -> torch.Tensor:
+    """softmax(q k^T / sqrt(hs) + bias) with dropout of rate p on the weights, times v; bias
+    (Tq, Tk) is additive (0 or -inf), or None.
+
+    On a CPU, SDPA with dropout falls back to its unfused maths and draws the mask with
+    bernoulli_; here the scores come from one baddbmm with the mask as its additive term and the
+    dropout mask from `dropout_scale`. Equal to `attend_manual` given the same mask (tests)."""
+    B, nh, Tq, hs = q.shape
+    Tk = k.size(2)
+    q3, k3 = q.reshape(B * nh, Tq, hs), k.reshape(B * nh, Tk, hs)
+    if bias is not None:
+        scores = torch.baddbmm(bias.expand(B * nh, Tq, Tk), q3, k3.transpose(1, 2), alpha=hs ** -0.5)
+    else:
+        scores = torch.bmm(q3, k3.transpose(1, 2)).mul_(hs ** -0.5)
+    weights = scores.softmax(-1)
+    y = torch.bmm(weights * dropout_scale(weights, p), v.reshape(B * nh, Tk, hs))
+    return y.view(B, nh, Tq, hs)
+
+
+@functools.lru_cache(maxsize=64)
+def _causal_bias(Tq: int, Tk: int, dtype, device) -> torch.Tensor:
+    """(Tq, Tk): 0 where query i may see key j <= i (aligned top-left, as SDPA's is_causal),
+    -inf elsewhere."""
+    return torch.full((Tq, Tk), float("-inf"), dtype=dtype, device=device).triu(1)
+
+
 class Block(nn.Module):
     """post: x = LN(x + Drop(Attn(x))); x = LN(x + Drop(FF(x))).
     pre:  x = x + Drop(Attn(LN(x)));  x = x + Drop(FF(LN(x))).
@@ -238,9 +287,9 @@ class Block(nn.Module):
         self.attn = Attention(d_model, d_sa, heads, dropout, max_len, rope=rope, window=window)
         self.ln1 = Norm(d_model)
         self.ff = nn.Sequential(nn.Linear(d_model, d_ff, bias=ff_bias), nn.GELU(),
-                                nn.Dropout(dropout), nn.Linear(d_ff, d_model, bias=ff_bias))
+                                Dropout(dropout), nn.Linear(d_ff, d_model, bias=ff_bias))
         self.ln2 = Norm(d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.prenorm = prenorm
 
     def forward(self, x, cache=None, pos: int = 0, causal: bool = True, weights=None,
@@ -262,6 +311,8 @@ class TransformerCore(nn.Module):
     with a LayerNorm. `recurrences` is an attribute: evaluation may change it (more or fewer
     loops than in training); a decoding state is sized for the value at init_state time.
     """
+
+    prunes_outputs = True  # forward(outputs_from=n) computes the last block at n.. only
 
     def __init__(self, d_model, d_ff, d_sa, layers, heads, dropout, max_len, *, prenorm=False,
                  rope=True, causal=True, window=0, recurrences=1, inject=False, ff_bias=True,

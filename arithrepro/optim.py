@@ -1,0 +1,66 @@
+"""LAMB as torch-optimizer's Lamb computes it, over all parameters at once.
+
+torch_optimizer.Lamb loops over the parameters in Python, about a dozen ops each, and compares
+two norms with `==` and scales by a tensor-valued alpha, which reads values back from the device
+for every parameter (two host syncs per parameter per step on a GPU). ForeachLamb is a subclass
+with the same hyper-parameters, state layout (so checkpoints load either way) and maths, written
+with torch._foreach_* ops and the trust ratios kept on the device: the same updates to float
+rounding (tests compare the two over several steps).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch_optimizer
+
+
+class ForeachLamb(torch_optimizer.Lamb):
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            grads = [p.grad for p in params]
+            if any(g.is_sparse for g in grads):
+                raise RuntimeError("Lamb does not support sparse gradients")
+            states = [self.state[p] for p in params]
+            for p, st in zip(params, states):
+                if not st:
+                    st["step"] = 0
+                    st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                st["step"] += 1
+            exp_avg = [st["exp_avg"] for st in states]
+            exp_avg_sq = [st["exp_avg_sq"] for st in states]
+            beta1, beta2 = group["betas"]
+            torch._foreach_mul_(exp_avg, beta1)
+            torch._foreach_add_(exp_avg, grads, alpha=1 - beta1)
+            torch._foreach_mul_(exp_avg_sq, beta2)
+            torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1 - beta2)
+            step_sizes = []
+            for st in states:
+                correction = 1.0
+                if self.debias:
+                    correction = math.sqrt(1 - beta2 ** st["step"]) / (1 - beta1 ** st["step"])
+                step_sizes.append(group["lr"] * correction)
+            weight_norm = torch.stack(torch._foreach_norm(params)).clamp(0, self.clamp_value)
+            denominator = torch._foreach_sqrt(exp_avg_sq)
+            torch._foreach_add_(denominator, group["eps"])
+            adam_step = torch._foreach_div(exp_avg, denominator)
+            if group["weight_decay"] != 0:
+                torch._foreach_add_(adam_step, params, alpha=group["weight_decay"])
+            adam_norm = torch.stack(torch._foreach_norm(adam_step))
+            trust = torch.where((weight_norm == 0) | (adam_norm == 0), 1.0, weight_norm / adam_norm)
+            if self.adam:
+                trust = torch.ones_like(trust)
+            scale = trust * -torch.tensor(step_sizes, dtype=trust.dtype, device=trust.device)
+            torch._foreach_mul_(adam_step, list(scale.unbind()))
+            torch._foreach_add_(params, adam_step)
+        return loss
