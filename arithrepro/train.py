@@ -48,7 +48,8 @@ class TrainConfig:
     restore_best: bool = True   # end with the best-validation state (else the last one)
     outputs_from: int = 0       # the loss scores positions from here on only (model skips the rest)
     precision: str = "fp32"     # fp32 | bf16 (autocast) | fp16 (autocast and a gradient scaler)
-    compile: bool = False       # run the forward and backward through torch.compile
+    compile: bool | str = False  # run the forward and backward through torch.compile (a string:
+                                 # its mode, e.g. "reduce-overhead" for CUDA graphs)
     sync_every: int = 50        # read the losses back to the host this often (and at every
                                 # validation and checkpoint), not every step
     micro_batches: int = 1      # split each batch into this many length-sorted pieces, each cut
@@ -217,7 +218,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
 
         runner = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     if cfg.compile and _compilable(model):
-        runner = torch.compile(runner)
+        runner = torch.compile(runner, mode=cfg.compile if isinstance(cfg.compile, str) else None)
     scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, total, warmup, cfg.schedule))

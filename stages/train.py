@@ -64,6 +64,8 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     write_frame(paths.val_curves(task, c.name), pd.DataFrame(result["val_curve"]))
     (run_dir / "checkpoint.pt").unlink(missing_ok=True)  # finished: nothing left to resume
     where = (f"{world} processes ({device.split(':')[0]})" if world > 1 else device) + f", {precision}"
+    if device == "cpu":  # torch sizes its pool to the cores this process may use (taskset)
+        where += f", {torch.get_num_threads()} threads"
     done(f"train {task} {c.name} on {where}: {result['steps']} steps in {result['train_seconds']:.1f} s, "
          f"best val loss {result['best_val_loss']:.4f} at step {result['best_step']}, "
          f"{count_params(net):,} params -> {run_dir}")
