@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # The checks a CUDA machine runs (README, "On a GPU"): the tests that touch the device, the
-# paper profile's projected times, and the training step eager against torch.compile.
-#   bash benchmarks/gpu_checks.sh [OUT_DIR]      (logs and JSON land in OUT_DIR, default gpu-out)
+# projected training times, and the training step eager against torch.compile and CUDA graphs.
+#   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of tests,estimate,compile
+# Logs and JSON land in OUT_DIR (default gpu-out).
 set -uo pipefail
 out=${1:-gpu-out}
+parts=${2:-tests,estimate,compile}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())" | tee -a "$out/gpu.txt"
-python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_device.py \
-    tests/test_fast_paths.py tests/test_micro_batches.py tests/test_optim.py tests/test_decoding.py \
-    2>&1 | tee "$out/tests.log"
-python3 -m arithrepro.cli estimate --profile paper --steps 5 --warmup 3 --json "$out/estimate.json" \
-    2>&1 | grep -v "^estimate: timing" | tee "$out/estimate.log"
-python3 -m arithrepro.cli estimate --profile cpu --task expr --steps 10 --warmup 3 2>&1 \
-    | grep -v "^estimate: timing" | tee "$out/estimate-cpu-profile.log"
-python3 -m benchmarks.run --only compile 2>&1 | tee "$out/compile.log"
+if [[ $parts == *tests* ]]; then
+    python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_device.py \
+        tests/test_fast_paths.py tests/test_micro_batches.py tests/test_optim.py \
+        tests/test_decoding.py tests/test_recurrent_fused.py tests/test_retran_fused.py \
+        2>&1 | tee "$out/tests.log"
+fi
+if [[ $parts == *estimate* ]]; then
+    python3 -m arithrepro.cli estimate --profile paper --steps 5 --warmup 3 \
+        --json "$out/estimate.json" 2>&1 | grep -v "^estimate: timing" | tee "$out/estimate.log"
+    python3 -m arithrepro.cli estimate --profile cpu --task expr --steps 10 --warmup 3 2>&1 \
+        | grep -v "^estimate: timing" | tee "$out/estimate-cpu-profile.log"
+fi
+if [[ $parts == *compile* ]]; then
+    python3 -m benchmarks.run --only compile 2>&1 | tee "$out/compile.log"
+fi
