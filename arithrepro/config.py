@@ -62,6 +62,12 @@ def boolean(key, value) -> None:
         fail(key, value, "true or false")
 
 
+def _compile_setting(key, value) -> None:
+    """false, true, or a torch.compile mode (reduce-overhead: CUDA graphs)."""
+    if value is not False and value is not True and value not in ("reduce-overhead", "max-autotune"):
+        fail(key, value, "false, true, reduce-overhead or max-autotune")
+
+
 def choice(*allowed: str) -> Check:
     def check(key, value):
         if value not in allowed:
@@ -176,7 +182,7 @@ def schema() -> dict:
         "profile": choice(*PROFILES),
         "device": choice(*DEVICES),
         "precision": choice(*PRECISIONS),
-        "compile": boolean,
+        "compile": _compile_setting,
         "seeds": list_of(integer(0, 2**31 - 1)),
         "profiles": {p: {t: task.profile_schema() for t, task in TASKS.items()} for p in PROFILES},
         "models": {

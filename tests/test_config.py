@@ -28,6 +28,8 @@ def test_the_shipped_params_are_valid():
     (lambda p: p["models"]["gpt"].update(lr="0.02"), "models.gpt.lr = '0.02': expected a number > 0"),
     (lambda p: p["models"]["gpt"].update(lr=-1), "models.gpt.lr = -1: expected a number > 0"),
     (lambda p: p.update(profile="gpu"), "profile = 'gpu': expected one of smoke, cpu, paper"),
+    (lambda p: p.update(compile="fast"), "compile = 'fast': expected false, true, reduce-overhead or max-autotune"),
+    (lambda p: p["models"]["gpt"].update(micro_batches=0), "models.gpt.micro_batches = 0: expected an integer"),
     (lambda p: p["expr"].update(models=["gpt", "rnn"]), "expr.models[1] = 'rnn': expected one of"),
     (lambda p: p["expr"].update(sizes=["huge"]), "expr.sizes: 'huge' is not a size of gpt"),
     (lambda p: p["models"]["lstm"].update(dropout=1.0), "models.lstm.dropout = 1.0: expected a number in [0, 1)"),
@@ -56,6 +58,11 @@ def test_bad_values_are_named(change, message):
         config.validate(mutated(change))
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("value", [False, True, "reduce-overhead"])
+def test_compile_takes_a_bool_or_a_mode(value):
+    config.validate(mutated(lambda p: p.update(compile=value)))
 
 
 def test_yaml_floats_with_exponent_are_numbers(tmp_path):

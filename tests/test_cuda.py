@@ -112,3 +112,18 @@ def test_ddp_under_nccl_one_process_gives_the_plain_gradients():
             torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-6)
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("name", ["lstm", "retran"])
+def test_fused_recurrence_on_cuda_equals_the_per_op_path(name):
+    net = model(name, dropout=0.0).double().cuda().train()
+    x = tokens().cuda()
+    y, mask = x.roll(-1, 1), x != 3
+    grads = {}
+    for fused in (True, False):
+        net.core.fused = fused
+        net.zero_grad()
+        training_loss(net, x, y, mask).backward()
+        grads[fused] = [p.grad.clone() for p in net.parameters()]
+    for a, b in zip(grads[True], grads[False]):
+        torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-10)

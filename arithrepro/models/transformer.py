@@ -171,7 +171,10 @@ class Attention(nn.Module):
     def qkv(self, x: torch.Tensor, pos: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q, k, v (B, nh, T, hs) of x at positions pos..: one matmul, and one rotary call for
         q and k together (the rotation is per head slot, so stacking q's and k's heads is the
-        same as rotating each)."""
+        same as rotating each). Without rotary embeddings the separate projections are as fast
+        (measured on the abacus step), and those are kept."""
+        if self.rope is None:
+            return (self.query(x, pos), *self.key_value(x, pos))
         w = torch.cat([self.q.weight, self.k.weight, self.v.weight])
         b = torch.cat([self.q.bias, self.k.bias, self.v.bias])
         heads = F.linear(x, w, b).view(*x.shape[:-1], 3 * self.heads, self.head_dim)
