@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from arithrepro.models import retran
 from arithrepro.models.lm import count_params
+from benchmarks.naive_retran import naive_retran
 from tests.test_models import EXPECTED, build
 
 SIZES = ["small", "medium", "large"]
@@ -56,39 +57,6 @@ def test_fused_equals_the_per_op_path_in_float32():
     torch.testing.assert_close(fast, slow, rtol=1e-4, atol=1e-5)
 
 
-def masked_reference(core, x, masks):
-    """naive_retran (benchmarks) with the given dropout masks in place of random ones: per layer
-    (attention weights (B * nh, T (T + 1) / 2), after attention (T, B, d), after Out (T, B, d))."""
-    B, T, _ = x.shape
-    caches = [[layer.h0.expand(B, -1)] for layer in core.layers]
-    states = [list(layer.cell.initial(B)) for layer in core.layers]
-    outs = []
-    for t in range(T):
-        xt = x[:, t]
-        for layer, cache, st, (am, m1, m2) in zip(core.layers, caches, states, masks):
-            attn, cell = layer.attn, layer.cell
-            mem = torch.stack(cache, dim=1)
-            n = mem.size(1)
-            q = attn.rope(attn._heads(attn.q(xt).unsqueeze(1)),
-                          input_pos=torch.tensor([n])).transpose(1, 2)
-            k = attn.rope(attn._heads(attn.k(mem)), input_pos=torch.arange(n)).transpose(1, 2)
-            v = attn._heads(attn.v(mem)).transpose(1, 2)
-            w = (q @ k.transpose(-1, -2) / attn.head_dim ** 0.5).softmax(-1)  # (B, nh, 1, n)
-            off = t * (t + 1) // 2
-            w = w * am[:, off:off + n].reshape(B, attn.heads, 1, n)
-            a = attn.o((w @ v).transpose(1, 2).flatten(2))[:, 0]
-            xt = layer.ln_a(xt + a * m1[t])
-            h, c = st
-            i, f, o, g = (cell.W(xt) + h @ cell.U.weight.T).split(cell.d_ff, 1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            m = torch.sigmoid(o) * c
-            st[0], st[1] = cell.P(m), c
-            xt = layer.ln_f(xt + cell.out(m) * m2[t])
-            cache.append(xt)
-        outs.append(xt)
-    return torch.stack(outs, dim=1)
-
-
 @pytest.mark.parametrize("size", ["small", "medium"])
 def test_fused_with_dropout_equals_the_reference_with_the_same_masks(size, monkeypatch):
     model = double_model(size, dropout=0.1, train=True)
@@ -104,7 +72,7 @@ def test_fused_with_dropout_equals_the_reference_with_the_same_masks(size, monke
     masks = [tuple(drawn[3 * i:3 * i + 3]) for i in range(len(model.core.layers))]
     assert len(drawn) == 3 * len(model.core.layers)
     assert any((m == 0).any() for m in drawn)  # dropout did drop something
-    ref = masked_reference(model.core, x, masks)
+    ref = naive_retran(model.core, x, masks)
     weights = torch.linspace(-1, 2, ref.numel(), dtype=ref.dtype).view_as(ref)
     grads = torch.autograd.grad((ref * weights).sum() + ref.pow(2).sum(),
                                 [x, *model.core.parameters()])
