@@ -33,7 +33,7 @@ def test_fp16_on_the_cpu_is_refused():
 @pytest.mark.parametrize("key,value,message", [
     ("device", "gpu", "device = 'gpu': expected one of auto, cpu, cuda"),
     ("precision", "fp8", "precision = 'fp8': expected one of auto, fp32, bf16, fp16"),
-    ("compile", "yes", "compile = 'yes': expected true or false"),
+    ("compile", "yes", "compile = 'yes': expected false, true, reduce-overhead or max-autotune"),
 ])
 def test_params_keys(key, value, message):
     params = config.load("params.yaml")
