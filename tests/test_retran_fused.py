@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from arithrepro.models import retran
+from arithrepro.models import retran_fused
 from arithrepro.models.lm import count_params
 from benchmarks.naive_retran import naive_retran
 from tests.test_models import EXPECTED, build
@@ -61,13 +61,13 @@ def test_fused_equals_the_per_op_path_in_float32():
 def test_fused_with_dropout_equals_the_reference_with_the_same_masks(size, monkeypatch):
     model = double_model(size, dropout=0.1, train=True)
     x = torch.randn(3, 9, model.embed.embedding_dim, dtype=torch.float64, requires_grad=True)
-    drawn, original = [], retran.dropout_mask
+    drawn, original = [], retran_fused.dropout_mask
 
     def recording(m, p):
         drawn.append(original(m, p).clone())
         return m
 
-    monkeypatch.setattr(retran, "dropout_mask", recording)
+    monkeypatch.setattr(retran_fused, "dropout_mask", recording)
     fused = outputs_and_grads(model, x, True)
     masks = [tuple(drawn[3 * i:3 * i + 3]) for i in range(len(model.core.layers))]
     assert len(drawn) == 3 * len(model.core.layers)
@@ -83,7 +83,7 @@ def test_fused_with_dropout_equals_the_reference_with_the_same_masks(size, monke
 def test_dropout_masks_keep_at_rate_one_minus_p_scaled():
     torch.manual_seed(0)
     p = 0.1
-    m = retran.dropout_mask(torch.empty(1_000_000), p)
+    m = retran_fused.dropout_mask(torch.empty(1_000_000), p)
     kept = m != 0
     assert torch.equal(m[kept], torch.full_like(m[kept], 1 / (1 - p)))
     rate = kept.double().mean().item()
@@ -125,7 +125,7 @@ def test_reused_buffers_give_the_same_gradients_as_fresh_ones():
     xs = [torch.randn(4, 10, model.embed.embedding_dim, dtype=torch.float64, requires_grad=True)
           for _ in range(2)]
     first = [outputs_and_grads(model, x, True) for x in xs]   # the second reuses the buffers
-    model.core._workspace = retran._Workspace()
+    model.core._workspace = retran_fused.Workspace()
     fresh = outputs_and_grads(model, xs[1], True)
     assert_same(first[1], fresh, names(model))
 
