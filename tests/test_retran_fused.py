@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from arithrepro.models import retran_fused
+from arithrepro.models import retran, retran_fused
 from arithrepro.models.lm import count_params
 from benchmarks.naive_retran import naive_retran
 from tests.test_models import EXPECTED, build
