@@ -288,7 +288,8 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
         opt.zero_grad(set_to_none=True)
         if count is None:
             count = mask[:, cfg.outputs_from:].sum()
-        # on a GPU a batch runs whole: there, splitting it only adds kernel launches
+        # on a GPU a batch runs whole: a step there is bound by kernel launches, which pieces
+        # would multiply
         pieces = micro_batches(x, y, mask, cfg.micro_batches if device.type == "cpu" else 1,
                                trim_front)
         loss = 0.0
