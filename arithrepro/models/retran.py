@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from arithrepro.models.lm import LanguageModel
+from arithrepro.models.recurrence import Rows
 from arithrepro.models.recurrent import SourceLSTMCell
 from arithrepro.models.retran_fused import FusedLayer, Workspace
 from arithrepro.models.transformer import Attention, gpt2_init
@@ -135,13 +136,12 @@ class ReTranCore(nn.Module):
         B, T, _ = x.shape
         rows, order = [B] * T, None
         if keep is not None and self.skip_padding:
-            # Nothing after a row's last real token reaches a real output: sorted by that length,
-            # the rows still running at a step are a prefix, and each step runs on those alone.
-            steps = torch.arange(1, T + 1, device=x.device)
-            length = (keep * steps).amax(1)
-            if int(length.min()) < T:
-                length, order = length.sort(descending=True, stable=True)
-                rows = (length.unsqueeze(0) >= steps.unsqueeze(1)).sum(1).tolist()
+            # Nothing after a row's last real token reaches a real output: sorted by length (the
+            # recurrent cores' Rows), the rows still running at a step are a prefix, and each
+            # step runs on those alone.
+            live = Rows.of(keep, B, T, x.device)
+            if sum(live.n) < B * T:
+                rows, order = live.n + [0] * (T - len(live.n)), live.perm
                 x = x.index_select(0, order)
         p = self.dropout if self.training else 0.0
         saving = torch.is_grad_enabled() and (x.requires_grad or

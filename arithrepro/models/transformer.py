@@ -225,15 +225,13 @@ class Attention(nn.Module):
         `weights`, attend by the written-out path and append the attention weights to it.
         q_from > 0: outputs for positions q_from.. only (queries there, keys everywhere)."""
         if q_from:
+            assert cache is None and weights is None and not self.window and causal
             q = self.query(x[:, q_from:], pos + q_from)
             k, v = self.key_value(x, pos)
-        else:
-            q, k, v = self.qkv(x, pos)
-        if q_from:
-            assert cache is None and weights is None and not self.window and causal
             Tq, Tk = q.size(2), k.size(2)  # a causal mask aligned bottom-right
             allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=x.device).tril(Tk - Tq)
             return self.attend(q, k, v, causal=False, mask=allowed)
+        q, k, v = self.qkv(x, pos)
         if weights is not None:
             assert cache is None and not self.window, "weights are returned for plain self-attention"
             y, w = self.attend_manual(q, k, v, causal)
