@@ -1,6 +1,6 @@
 """Benchmarks: every number is printed beside a reference measured in the same run.
 
-    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,gen,abacus,modular,compile]
+    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,dropout,gen,abacus,modular,compile]
 
 - steps:  the training loop's step (forward, backward, LAMB; micro-batches where the model
           has them) of every expr model/size at the cpu profile's batch, with model FLOP/s as a
@@ -13,6 +13,8 @@
 - abacus: vectorized Abacus positions against a per-sample Python loop, batch 256 (goal >= 50x).
 - modular: the modular studies' LSTM and GPT train step at the spec's defaults against the
           source's reported s/step (goal >= 5x), with FLOP/s of peak (bench_modular.py).
+- dropout: arithrepro's dropout (mask from torch.rand) against nn.Dropout (bernoulli_), and
+          attention with dropout outside SDPA against SDPA with dropout_p, forward + backward.
 - compile: the training loop's step through torch.compile against eager (bench_compile.py), on
           the params' device, with what compiling costs and after how many steps it pays.
 The machines are shared and noisy: compare ratios, not seconds, across runs.
@@ -184,6 +186,29 @@ def bench_decode(params, batch, repeats):
         print(f"{model}-large  cached {c:7.3f} s   recompute {r:7.3f} s   speed-up {r / c:5.2f}x (goal 5x)")
 
 
+def bench_dropout(repeats):
+    import torch.nn.functional as F
+
+    from arithrepro.models.dropout import Dropout
+    from arithrepro.models.transformer import _attention_with_dropout, _causal_bias
+
+    print("\n== dropout 0.1, forward + backward")
+    x = torch.randn(256 * 37, 512, requires_grad=True)
+    plain, ours = torch.nn.Dropout(0.1), Dropout(0.1)
+    a = best_of(lambda: plain(x).sum().backward(), repeats)
+    b = best_of(lambda: ours(x).sum().backward(), repeats)
+    print(f"256 x 37 x 512 values: nn.Dropout {1e3 * a:.1f} ms   rand mask {1e3 * b:.1f} ms   "
+          f"speed-up {a / b:.2f}x")
+    for hs in (4, 16):  # GPT-small's and GPT-large's head sizes, 8 heads, a 64-row piece
+        q, k, v = (torch.randn(64, 8, 30, hs, requires_grad=True) for _ in range(3))
+        bias = _causal_bias(30, 30, q.dtype, q.device)
+        a = best_of(lambda: F.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=True)
+                    .sum().backward(), repeats)
+        b = best_of(lambda: _attention_with_dropout(q, k, v, bias, 0.1).sum().backward(), repeats)
+        print(f"causal attention (64, 8, 30, {hs}): SDPA {1e3 * a:.1f} ms   outside SDPA "
+              f"{1e3 * b:.1f} ms   speed-up {a / b:.2f}x")
+
+
 def bench_gen(n):
     from benchmarks.bench_generation import bench_generation
 
@@ -199,7 +224,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=None, help="default: the cpu profile's batch")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gen-n", type=int, default=200_000)
-    ap.add_argument("--only", default="steps,mfu,retran,decode,gen,abacus,modular,compile")
+    ap.add_argument("--only", default="steps,mfu,retran,decode,dropout,gen,abacus,modular,compile")
     args = ap.parse_args()
     params = yaml.safe_load(open(args.params))
     batch = args.batch or params["profiles"]["cpu"]["expr"]["train"]["batch_size"]
@@ -218,6 +243,8 @@ def main() -> None:
         bench_retran(params, batch, args.repeats)
     if "decode" in only:
         bench_decode(params, batch, args.repeats)
+    if "dropout" in only:
+        bench_dropout(max(args.repeats, 5))
     if "gen" in only:
         bench_gen(args.gen_n)
     if "abacus" in only:
