@@ -183,7 +183,6 @@ def schema() -> dict:
         "device": choice(*DEVICES),
         "precision": choice(*PRECISIONS),
         "compile": _compile_setting,
-        "seeds": list_of(integer(0, 2**31 - 1)),
         "profiles": {p: {t: task.profile_schema() for t, task in TASKS.items()} for p in PROFILES},
         "models": {
             name: {

@@ -40,6 +40,7 @@ class TrainConfig:
     schedule: str = "linear"    # after the warm-up: linear (decay to 0 at the end) | constant
     warmup_frac: float = 0.1
     weight_decay: float = 0.0
+    beta2: float = 0.999        # Adam's second-moment decay (adam, adamw)
     progressive: bool = False   # ½·(loss at R recurrences + loss at a random n in 1..R)
     val_every: int = 0          # also validate every this many steps (0: at epoch ends only)
     checkpoint_every: int = 100
@@ -130,9 +131,11 @@ def make_optimizer(model, cfg: TrainConfig):
 
         return ForeachLamb(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        return torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, cfg.beta2),
+                                 weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, cfg.beta2),
+                                weight_decay=cfg.weight_decay)
     raise ValueError(f"optimizer {cfg.optimizer!r}: expected lamb, adam or adamw")
 
 

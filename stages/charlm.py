@@ -64,7 +64,7 @@ def charlm_corpus(params_path: str) -> None:
 def charlm_train(params_path: str) -> None:
     """Train every charlm run of the profile (models x seq_lengths).
 
-    Reads params: profile, charlm.{models,runs,train,corpus.val_frac} (merged with
+    Reads params: profile, charlm.{models,runs,seeds,train,corpus.{val_frac,seed}} (merged with
     profiles.<profile>.charlm), data/charlm/. Writes per run `<model>-s<seq_length>-<seed>`:
     metrics/charlm/runs/<run>.json (final and best validation loss, bits per character,
     parameters, train_seconds, tokens/s), plots/charlm/curves/<run>.csv (training loss per
@@ -89,9 +89,9 @@ def charlm_train(params_path: str) -> None:
     todo = runs(params)
     trained, best = 0, None
     for i, run in enumerate(todo):
-        key = fingerprint(run.model, run.size, run.seq_length, run.steps, m["train"],
-                          m["corpus"]["val_frac"], meta["sha256"], precision, params["compile"],
-                          code)
+        key = fingerprint(run.model, run.size, run.seq_length, run.steps, run.seed, m["train"],
+                          m["corpus"]["val_frac"], m["corpus"]["seed"], meta["sha256"], precision,
+                          params["compile"], code)
         cell = Path("runs/charlm/cells") / key
         if not (cell / "record.json").is_file():
             click.echo(f"[{i + 1}/{len(todo)}] {run.name}", err=True)
@@ -119,7 +119,7 @@ def setup(run, m: dict, ids, vocab_size: int, device: str, precision: str, compi
     from arithrepro.train import EpochBatches, TrainConfig
 
     t = m["train"]
-    data = Data.of(ids, run.seq_length, m["corpus"]["val_frac"], run.seed, device)
+    data = Data.of(ids, run.seq_length, m["corpus"]["val_frac"], m["corpus"]["seed"], device)
     torch.manual_seed(run.seed)
     dims = TASK.dims(vocab_size, run.seq_length)
     net = build_model(run.model, run.size, dropout=float(t["dropout"]), **dims).to(device)

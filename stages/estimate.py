@@ -126,7 +126,7 @@ def _grid_jobs(params: dict, task: str, device: str, precision: str):
     from arithrepro.stages.train import grid_cell
     from arithrepro.tasks import TASKS
 
-    t, seed = TASKS[task], params["seeds"][0]
+    t, seed = TASKS[task], params[task]["seeds"][0]
     batch = params["profiles"][params["profile"]][task]["train"]["batch_size"]
     for model in params[task]["models"]:
         for size in params[task]["sizes"]:
@@ -146,7 +146,7 @@ def _grid_jobs(params: dict, task: str, device: str, precision: str):
                 return net, batches, cfg, lambda net: forward_seconds(net, x, precision) * rows
 
             key = json.dumps([task, arch, batch, cfg.progressive, params["compile"]], sort_keys=True)
-            yield Job(task, f"{model}-{size}", len(params["seeds"]), key, build)
+            yield Job(task, f"{model}-{size}", len(params[task]["seeds"]), key, build)
 
 
 def _modular_jobs(params: dict, device: str, precision: str):

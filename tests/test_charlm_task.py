@@ -40,6 +40,17 @@ def _expected(n):
     return "\n".join(STORIES)[:n]
 
 
+def test_python_docs_corpus_is_prose_and_stable():
+    text = charlm.python_docs_text(300_000)
+    assert len(text) == 300_000 and text == charlm.python_docs_text(300_000)
+    assert charlm.python_docs_text(1000) == text[:1000]
+    words = text.split()
+    assert sum(w.isalpha() and w.islower() for w in words) > 0.5 * len(words)
+    assert {".", ",", "(", ")", "'", "\n"} <= set(text) and len(set(text)) > 70
+    # past the help() topics, the standard library's docstrings
+    assert len(charlm.python_docs_text(2_000_000)) == 2_000_000
+
+
 def test_tinystories_txt_file_in_its_own_format(tmp_path):
     path = tmp_path / "TinyStories-train.txt"
     path.write_text("".join(f"{s}\n<|endoftext|>\n" for s in STORIES), encoding="utf-8")

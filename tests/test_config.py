@@ -49,7 +49,7 @@ def test_the_shipped_params_are_valid():
     (lambda p: p["profiles"]["cpu"]["abacus"]["train"].update(lr="fast"), "profiles.cpu.abacus.train.lr = 'fast': expected a number > 0"),
     (lambda p: p["looped"]["data"].update(eval_digits=[8, 200]), "looped.data.max_positions = 100: expected >= 201"),
     (lambda p: p["looped"]["data"].update(variant="hex"), "looped.data.variant = 'hex': expected one of decimal, binary"),
-    (lambda p: p.update(seeds=[0, 0]), "seeds = [0, 0]: expected a list without repeats"),
+    (lambda p: p["abacus"].update(seeds=[0, 0]), "abacus.seeds = [0, 0]: expected a list without repeats"),
     (lambda p: p["expr"]["data"].update(ood_min_in=20), "expr.data.ood_min_in = 20: expected > expr.data.max_in"),
     (lambda p: p["profiles"]["paper"].update(chess={}), "profiles.paper.chess: unknown key"),
 ])

@@ -70,3 +70,24 @@ def test_score_is_exact_match_including_stop():
         ids("7") + [S, 5, 5, 5, 5],        # right; what follows <stop> does not count
     ])
     assert TASK.score(split, generated).tolist() == [True, False, False, True]
+
+
+def test_a_profile_narrows_the_length_range_and_is_checked():
+    import copy
+
+    from arithrepro import config
+    from arithrepro.tasks.expr import data_params
+
+    params = config.load("params.yaml")
+    paper = data_params(params, "paper")
+    assert (paper["min_in"], paper["max_in"], paper["max_out"]) == (8, 30, 5)  # the source's
+    p = copy.deepcopy(params)
+    p["profiles"]["cpu"]["expr"]["data"].update(max_in=12, ood_min_in=13, ood_max_in=16)
+    cpu = data_params(p, "cpu")
+    assert (cpu["max_in"], cpu["ood_min_in"], cpu["ood_max_in"]) == (12, 13, 16)
+    assert TASK.dims({**p, "profile": "cpu"})["max_len"] == 16 + cpu["max_out"] + 3
+    assert TASK.generate_count({**p, "profile": "cpu"}) == sum(
+        p["profiles"]["cpu"]["expr"]["data"][k] for k in ("n_train", "n_valid", "n_test", "n_ood"))
+    p["profiles"]["cpu"]["expr"]["data"]["ood_min_in"] = 12
+    with pytest.raises(config.ParamsError, match=r"ood_min_in = 12: .*profiles\.cpu\.expr\.data"):
+        config.validate(p)

@@ -59,6 +59,26 @@ def test_encoders_shapes_and_loop_count():
     assert len(calls) == 4
 
 
+def test_looped_extra_loops_vary_in_training_only():
+    torch.manual_seed(0)
+    looped = MODELS["looped"].build({**NOTEBOOK["looped"], "extra_loops": 3}, dropout=0.0,
+                                    **LOOPED_DIMS)
+    calls = []
+    looped.core.blocks[0].register_forward_hook(lambda *a: calls.append(1))
+    x = torch.randint(0, 10, (2, 9, 2))
+    counts = set()
+    for _ in range(40):
+        calls.clear()
+        looped(x)
+        counts.add(len(calls))
+    assert counts == {13, 14, 15, 16}  # 9 positions + 4, then 0..3 more
+    looped.eval()
+    for _ in range(5):
+        calls.clear()
+        looped(x)
+        assert len(calls) == 13
+
+
 def test_looped_attention_moves_one_position_per_loop():
     """With window {i-1, i}, position i after k loops depends on positions i-k..i only."""
     model = encoder("looped").eval()

@@ -181,6 +181,7 @@ def bad(params, path, value):
     (("modular", "attention", "samples"), [[3, 4, 5]], "expected 2 operands below p = 31"),
     (("profiles", "cpu", "modular", "base", "lr"), -1, "modular.base.lr = -1"),
     (("profiles", "cpu", "modular", "bogus"), 1, "profiles.cpu.modular.bogus: unknown key"),
+    (("modular", "base", "beta2"), 1.0, "modular.base.beta2 = 1.0: expected a number in"),
 ])
 def test_params_errors_name_the_key(params, path, value, message):
     with pytest.raises(config.ParamsError, match=message):
@@ -196,7 +197,8 @@ def test_params_file_round_trip_keeps_the_spec_defaults():
     raw = yaml.safe_load(open("params.yaml"))
     base = raw["modular"]["base"]
     assert (base["p"], base["r_train"], base["lr"], base["weight_decay"], base["batch_size"],
-            base["steps"]) == (31, 0.5, 0.001, 1.0, 512, 10001)
+            base["steps"], base["warmup_frac"], base["beta2"]) == (31, 0.5, 0.001, 1.0, 512, 10001,
+                                                                    0.0, 0.999)
     assert raw["profiles"]["paper"]["modular"] == {}
 
 
@@ -205,3 +207,14 @@ def test_attention_samples_must_be_samples_of_the_data(params):
     p["modular"]["attention"]["samples"] = [[3, 0]]
     with pytest.raises(config.ParamsError, match="divisors nonzero"):
         config.validate(p)
+
+
+def test_the_loop_gets_the_cells_warmup_and_beta2(params):
+    from arithrepro.stages.modular_study import setup
+
+    p = copy.deepcopy(params)
+    p["profile"] = "smoke"
+    p["profiles"]["smoke"]["modular"]["base"].update(warmup_frac=0.25, beta2=0.95)
+    run = study_runs(p, "sanity")[0]
+    cfg = setup(run, "cpu", "fp32", False)[4]
+    assert (cfg.warmup_frac, cfg.beta2, cfg.optimizer) == (0.25, 0.95, "adamw")

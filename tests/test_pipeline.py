@@ -19,6 +19,8 @@ MODULAR_FIGURES = ["sanity_curves", "data_curves", "data_metrics", "orders_curve
                    "size_metrics", "compute_curves", "compute_metrics", "compute_budgets",
                    "regularization_curves", "regularization_metrics"]
 CHARLM_MODELS = ["rnn", "multi-rnn", "gru", "transformer-1", "transformer-8"]
+# The grid's seeds are not per profile (a DVC matrix reads one list); one seed keeps the check quick.
+ONE_SEED = [arg for task in ("expr", "abacus", "looped") for arg in ("-S", f"{task}.seeds=[0]")]
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -58,7 +60,7 @@ def metrics(path: Path) -> dict:
 
 
 def test_smoke_pipeline_end_to_end(clone):
-    out = sh(["dvc", "exp", "run", "-S", "profile=smoke"], clone)
+    out = sh(["dvc", "exp", "run", "-S", "profile=smoke", *ONE_SEED], clone)
     assert "Running stage 'train-expr@retran-large-0'" in out
     summary = json.loads((clone / "metrics" / "summary.json").read_text())
     cells = {f"{m}-{s}-0" for m in ("gpt", "lstm", "retran") for s in ("small", "medium", "large")}
@@ -94,7 +96,7 @@ def test_smoke_pipeline_end_to_end(clone):
                 "tokens_per_s"} <= set(record)
         assert record["best_bpc"] == pytest.approx(record["best_val_loss"] / math.log(2))
     samples = (clone / "metrics" / "charlm" / "samples.md").read_text()
-    assert all(f"## {m}-s16-0\n\n```text\n12*(3+4)=" in samples for m in CHARLM_MODELS)
+    assert all(f"## {m}-s16-0\n\n```text\nThe return value is" in samples for m in CHARLM_MODELS)
     compute = (clone / "metrics" / "charlm" / "compute.md").read_text()
     assert "## T = 16" in compute and all(f"| {m} (" in compute for m in CHARLM_MODELS)
     csv = (clone / "metrics" / "summary.csv").read_text().splitlines()

@@ -90,3 +90,13 @@ def test_other_fingerprint_starts_afresh(tmp_path):
 
 def test_constant_schedule_after_warmup():
     assert [lr_factor(s, 10, 2, "constant") for s in range(10)] == [0.5] + [1.0] * 9
+
+
+@pytest.mark.parametrize("name", ["adam", "adamw"])
+def test_adam_takes_beta2_from_the_config(name):
+    from arithrepro.train import make_optimizer
+
+    net = torch.nn.Linear(2, 2)
+    opt = make_optimizer(net, TrainConfig(lr=1e-3, seed=0, optimizer=name, beta2=0.98))
+    assert opt.param_groups[0]["betas"] == (0.9, 0.98)
+    assert make_optimizer(net, TrainConfig(lr=1e-3, seed=0, optimizer=name)).param_groups[0]["betas"] == (0.9, 0.999)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
-from arithrepro.config import ParamsError, integer
+from arithrepro.config import Optional, ParamsError, integer
 
 
 @dataclass(frozen=True)
@@ -28,13 +28,16 @@ class ModelSpec:
     budget_fields: tuple[str, ...] = ()
     rotary: bool = False  # attention with rotary embeddings: head size must be even
     task: str = ""        # "": configured in models.<name> for grid tasks; else by that task's block
+    optional_fields: tuple[str, ...] = ()  # size fields that may be left out or 0
+
 
     @property
     def grid(self) -> bool:
         return not self.task
 
     def size_schema(self) -> dict:
-        return {f: integer(1) for f in self.size_fields}
+        return {**{f: integer(1) for f in self.size_fields},
+                **{f: Optional(integer(0)) for f in self.optional_fields}}
 
     def budget_schema(self) -> dict:
         return {f: integer(1) for f in self.budget_fields}
@@ -69,7 +72,8 @@ MODELS: dict[str, ModelSpec] = {
     "standard": ModelSpec("standard", "looped:build_standard", "classifier",
                           ("d_model", "d_ff", "layers", "heads")),
     "looped": ModelSpec("looped", "looped:build_looped", "classifier",
-                        ("d_model", "d_ff", "heads", "loop_offset")),
+                        ("d_model", "d_ff", "heads", "loop_offset"),
+                        optional_fields=("extra_loops",)),
     "lstm-std": ModelSpec("lstm-std", "recurrent:build_standard", "lm", ("d_model", "layers"),
                           task="modular"),
     "gpt-sin": ModelSpec("gpt-sin", "transformer:build_sinusoidal", "lm",

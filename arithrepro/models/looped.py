@@ -6,7 +6,10 @@ Input position i holds a digit pair (a_i, b_i), embedded linearly from its two o
   Its attention is local: position i sees i and i - 1, with a learned per-head bias for each of
   the two offsets, so a carry moves exactly one position per loop. Digit i of a sum depends on
   digits 0..i, hence L + 1 positions need about L loops; we run n_positions + loop_offset loops
-  (L + 5 for a decimal L-digit problem when loop_offset = 4), at any length.
+  (L + 5 for a decimal L-digit problem when loop_offset = 4), at any length. With
+  extra_loops = k, each training batch runs a random 0..k loops more: a longer input at test
+  time runs more loops than any training batch did, and a block trained only at one count
+  drifts once its output has settled.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from arithrepro.models.transformer import TransformerCore, gpt2_init
 
 class PositionClassifier(nn.Module):
     def __init__(self, core: TransformerCore, base: int, classes: int, d_model: int,
-                 dropout: float, max_len: int = 0, loop_offset: int | None = None):
+                 dropout: float, max_len: int = 0, loop_offset: int | None = None,
+                 extra_loops: int = 0):
         super().__init__()
         self.base = base
         self.embed = nn.Linear(2 * base, d_model)
@@ -29,9 +33,15 @@ class PositionClassifier(nn.Module):
         self.core = core
         self.head = nn.Linear(d_model, classes)
         self.loop_offset = loop_offset
+        self.extra_loops = extra_loops
 
     def loops(self, n_positions: int) -> int:
-        return self.core.recurrences if self.loop_offset is None else n_positions + self.loop_offset
+        if self.loop_offset is None:
+            return self.core.recurrences
+        loops = n_positions + self.loop_offset
+        if self.training and self.extra_loops:
+            loops += int(torch.randint(self.extra_loops + 1, ()))
+        return loops
 
     def forward(self, pairs: torch.Tensor) -> torch.Tensor:
         """pairs (B, T, 2) digits -> logits (B, T, classes)."""
@@ -52,7 +62,8 @@ def build(size: dict, *, dropout: float, base: int, classes: int, max_len: int,
     if looped:
         core = TransformerCore(d, size["d_ff"], d, 1, size["heads"], dropout, max_len,
                                prenorm=True, rope=False, causal=False, window=2, inject=True)
-        model = PositionClassifier(core, base, classes, d, dropout, loop_offset=size["loop_offset"])
+        model = PositionClassifier(core, base, classes, d, dropout, loop_offset=size["loop_offset"],
+                                   extra_loops=size.get("extra_loops", 0))
     else:
         core = TransformerCore(d, size["d_ff"], d, size["layers"], size["heads"], dropout, max_len,
                                prenorm=True, rope=False, causal=False)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from arithrepro.report.figures import PALETTE, STYLE, _pyplot, _read_csv, _save
+from arithrepro.report.figures import (PALETTE, STYLE, _pyplot, _read_csv, _save, _seed_note,
+                                       _seeds_per_cell, seed_spread, shade_spread)
 
 
 def _si(x: float) -> str:
@@ -49,7 +50,8 @@ def compute_markdown(frame: pd.DataFrame, device: str) -> str:
 
 def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir: Path) -> list[Path]:
     """plots/charlm/loss_curves.png: every run's training loss (a running mean over about 2 %
-    of the steps, the raw values faint) and validation loss, one panel per seq_length."""
+    of the steps, the raw values faint) and validation loss, one panel per seq_length. A run
+    trained with several seeds is drawn as their mean, its validation loss shaded ± std."""
     curves_dir, val_dir = Path(out_dir) / "curves", Path(out_dir) / "val"
     runs = summary.sort_values(["seq_length", "params"])
     lengths = sorted(runs["seq_length"].unique())
@@ -60,19 +62,19 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
         fig, axes = plt.subplots(1, len(lengths), figsize=(5.6 * len(lengths) + 1.6, 4.4),
                                  squeeze=False, sharey=True)
         for ax, T in zip(axes[0], lengths):
-            for _, r in runs[runs["seq_length"] == T].iterrows():
-                name = f"{r['model']}-{r['size']}-{int(r['seed'])}"
-                train = _read_csv(curves_dir / f"{name}.csv", {"step", "loss"}, "charlm-train")
-                val = _read_csv(val_dir / f"{name}.csv", {"step", "val_loss"}, "charlm-train")
-                c = colours[r["model"]]
+            for (model, size), seeds in runs[runs["seq_length"] == T].groupby(["model", "size"],
+                                                                              sort=False):
+                train, val = _seed_curves(curves_dir, val_dir, model, size, seeds["seed"])
+                c = colours[model]
                 window = max(1, len(train) // 50)
                 ax.plot(train["step"], train["loss"], color=c, alpha=0.15, linewidth=0.6)
                 ax.plot(train["step"], train["loss"].rolling(window, min_periods=1).mean(),
                         color=c, linewidth=1.4,
-                        label=f"{r['model']} ({_si(r['params'])} params): train")
-                ax.plot(val["step"], val["val_loss"], color=c, linestyle="--", marker="o",
+                        label=f"{model} ({_si(seeds['params'].mean())} params): train")
+                ax.plot(val["step"], val["mean"], color=c, linestyle="--", marker="o",
                         markersize=2.5, linewidth=1.0,
-                        label=f"{r['model']}: validation, final {r['final_val_loss']:.3f}")
+                        label=f"{model}: validation, final {_final(seeds['final_val_loss'])}")
+                shade_spread(ax, val, "step", c)
             ax.set_title(f"seq_length {T}")
             ax.set_xlabel("step")
         axes[0][0].set_ylabel("cross-entropy (nats per character)")
@@ -83,5 +85,29 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
                     handles.append(h)
                     labels.append(lab)
         fig.legend(handles, labels, loc="outside right center")
-        fig.suptitle("charlm: loss per character (train: running mean, validation: dashed)")
+        n = _seeds_per_cell(runs)
+        if n.max() > 1:
+            fig.suptitle(f"charlm: loss per character, {_seed_note(n, 'mean')} "
+                         "(train: running mean; validation: dashed, shaded ± std)")
+        else:
+            fig.suptitle("charlm: loss per character (train: running mean, validation: dashed)")
         return [_save(plt, fig, Path(out_dir) / "loss_curves.png")]
+
+
+def _seed_curves(curves_dir: Path, val_dir: Path, model: str, size: str, seeds):
+    """A run's training loss, mean over its seeds per step, and its validation loss as a
+    seed_spread frame (step, n, mean, low, high: mean ± std)."""
+    names = [f"{model}-{size}-{int(seed)}" for seed in seeds]
+    train = pd.concat([_read_csv(curves_dir / f"{n}.csv", {"step", "loss"}, "charlm-train")
+                       for n in names])
+    val = pd.concat([_read_csv(val_dir / f"{n}.csv", {"step", "val_loss"}, "charlm-train")
+                     for n in names])
+    return (train.groupby("step", as_index=False)["loss"].mean(),
+            seed_spread(val, "step", "val_loss"))
+
+
+def _final(losses: pd.Series) -> str:
+    """The final validation loss: one seed's value, or mean ± std over the seeds."""
+    if len(losses) == 1:
+        return f"{losses.iloc[0]:.3f}"
+    return f"{losses.mean():.3f} ± {losses.std():.3f}"

@@ -171,6 +171,37 @@ def _seeds_per_cell(summary: pd.DataFrame) -> pd.Series:
     return summary.groupby(["model", "size"])["seed"].nunique()
 
 
+def seed_spread(frame: pd.DataFrame, by, value: str, band: str = "std") -> pd.DataFrame:
+    """Per `by` group (frame holds one row per seed there): n, mean, low and high of `value`.
+
+    band "std": mean ± the sample std, as the tables report it; "range": the lowest and the
+    highest seed, the honest summary of two seeds, whose std says little. One seed: low = high.
+    """
+    if band not in ("std", "range"):
+        raise ValueError(f"band {band!r}: expected 'std' or 'range'")
+    groups = frame.dropna(subset=[value]).groupby(by)[value]
+    out = groups.agg(n="count", mean="mean", std="std", low="min", high="max").reset_index()
+    if band == "std":
+        std = out["std"].fillna(0)  # NaN with one seed
+        out["low"], out["high"] = out["mean"] - std, out["mean"] + std
+    return out.drop(columns="std")
+
+
+def shade_spread(ax, spread: pd.DataFrame, x: str, color, scale: float = 1.0,
+                 bounds: tuple[float, float] | None = None) -> None:
+    """A faint band from low to high of a seed_spread frame; none where it holds one seed.
+
+    bounds (in the unscaled units) clip a mean ± std band to what the metric can take: an
+    accuracy band reaching past 100 % would show values no seed had.
+    """
+    if not (spread["n"] > 1).any():
+        return
+    low, high = spread["low"], spread["high"]
+    if bounds is not None:
+        low, high = low.clip(*bounds), high.clip(*bounds)
+    ax.fill_between(spread[x], scale * low, scale * high, color=color, alpha=0.2, linewidth=0)
+
+
 # --- expr ----------------------------------------------------------------------------------
 
 def render_expr(summary: pd.DataFrame, by_length_dir: Path, data_dir: Path,
@@ -239,9 +270,10 @@ def _val_loss_vs_params(plt, summary: pd.DataFrame, models: list[str]):
 
 
 def _largest_by_length(summary: pd.DataFrame, by_length_dir: Path) -> pd.DataFrame:
-    """Per-length accuracy of each architecture's largest size, averaged over its seeds.
+    """Per-length accuracy of each architecture's largest size, over its seeds.
 
-    Columns: model, size, params, seeds, split, length, accuracy (a fraction).
+    Columns: model, size, params, seeds, split, length, and of seed_spread: n, mean, low, high
+    (mean ± std, fractions).
     """
     frames = []
     for model, runs in summary.groupby("model"):
@@ -250,9 +282,9 @@ def _largest_by_length(summary: pd.DataFrame, by_length_dir: Path) -> pd.DataFra
         per_seed = [_read_csv(by_length_dir / f"{model}-{size}-{int(seed)}.csv",
                               {"split", "length", "accuracy"}, "evaluate")
                     for seed in sorted(cell["seed"])]
-        mean = (pd.concat(per_seed).groupby(["split", "length"], as_index=False)["accuracy"].mean())
-        frames.append(mean.assign(model=model, size=size, params=cell["params"].mean(),
-                                  seeds=len(per_seed)))
+        spread = seed_spread(pd.concat(per_seed), ["split", "length"], "accuracy")
+        frames.append(spread.assign(model=model, size=size, params=cell["params"].mean(),
+                                    seeds=len(per_seed)))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -277,13 +309,14 @@ def _accuracy_vs_length(plt, per_length: pd.DataFrame, models: list[str]):
         # Test and OOD drawn apart, so that a line never joins one split's point to the other's.
         for split, linestyle in (("test", "-"), ("ood", "--")):
             part = rows[rows["split"] == split].sort_values("length")
-            ax.plot(part["length"], 100 * part["accuracy"], linestyle=linestyle, markersize=4,
+            ax.plot(part["length"], 100 * part["mean"], linestyle=linestyle, markersize=4,
                     label=label, **style)
+            shade_spread(ax, part, "length", style["color"], scale=100, bounds=(0, 1))
             label = None
     ax.set_ylim(-2, 102)
     ax.set_xlabel("problem length (characters)")
     ax.set_ylabel("accuracy, exact match (%)")
-    note = _seed_note(per_length.groupby("model")["seeds"].first(), "mean")
+    note = _seed_note(per_length.groupby("model")["seeds"].first(), "mean ± std")
     ax.set_title(f"expr: accuracy by problem length, largest models ({note})")
     ax.legend(loc="best")
     return fig

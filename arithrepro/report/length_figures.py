@@ -8,14 +8,16 @@ from pathlib import Path
 import pandas as pd
 
 from arithrepro.io import read_json
-from arithrepro.report.figures import (STYLE, _pyplot, _read_csv, _require, _save, arch_order,
-                                       arch_style)
+from arithrepro.report.figures import (STYLE, _pyplot, _read_csv, _require, _save, _seed_note,
+                                       _seeds_per_cell, arch_order, arch_style, seed_spread,
+                                       shade_spread)
 
 
 # --- abacus ---------------------------------------------------------------------------------
 
 def render_abacus(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir: Path) -> list[Path]:
-    """heatmaps/<cell>.png (one panel per inference recurrence count) and ood_vs_recurrences.png."""
+    """heatmaps/<cell>.png (one panel per inference recurrence count; with several seeds also
+    heatmaps/<model>-<size>-mean.png, their mean) and ood_vs_recurrences.png."""
     eval_dir, data_dir, out_dir = Path(eval_dir), Path(data_dir), Path(out_dir)
     _require(summary, {"model", "size", "seed", "recurrences"}, "summary")
     meta = read_json(data_dir / "meta.json")
@@ -29,9 +31,24 @@ def render_abacus(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
         for cell, grid in grids.items():
             written.append(_save(plt, _heatmaps(plt, cell, grid, meta, trained[cell]),
                                  out_dir / "heatmaps" / f"{cell}.png"))
+        # One seed's grid can be a lucky or unlucky run; the mean is what to compare across cells.
+        for (model, size), runs in summary.groupby(["model", "size"]):
+            seeds = sorted(int(s) for s in runs["seed"])
+            if len(seeds) > 1:
+                mean = mean_grid([grids[f"{model}-{size}-{s}"] for s in seeds])
+                title = f"{model}-{size} (mean over {len(seeds)} seeds)"
+                written.append(_save(plt, _heatmaps(plt, title, mean, meta,
+                                                    int(runs["recurrences"].iloc[0])),
+                                     out_dir / "heatmaps" / f"{model}-{size}-mean.png"))
         written.append(_save(plt, _ood_vs_recurrences(plt, grids, meta, trained),
                              out_dir / "ood_vs_recurrences.png"))
     return written
+
+
+def mean_grid(grids: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per (recurrences, n1, n2): the mean accuracy over the seeds' grids."""
+    return (pd.concat(grids).groupby(["recurrences", "n1", "n2"], as_index=False)["accuracy"]
+            .mean())
 
 
 def _heatmaps(plt, cell: str, grid: pd.DataFrame, meta: dict, trained: int | None):
@@ -88,13 +105,15 @@ def _ood_vs_recurrences(plt, grids: dict, meta: dict, trained: dict):
     per_cell = pd.concat(frames)
     sizes = sorted(set(per_cell["size"]))
     for (model, size), part in per_cell.groupby(["model", "size"]):
-        mean = part.groupby("recurrences")["accuracy"].agg(["mean", "std", "count"]).reset_index()
+        spread = seed_spread(part, "recurrences", "accuracy")
         style = arch_style(model, models)
         ls = ["-", "--", ":", "-."][sizes.index(size) % 4]
-        n = int(mean["count"].max())
-        ax.errorbar(mean["recurrences"], 100 * mean["mean"], yerr=100 * mean["std"].fillna(0),
-                    linestyle=ls, capsize=3, label=f"{model} {size} ({n} seed{'s' if n > 1 else ''})",
-                    **style)
+        n = int(spread["n"].max())
+        # Clipped to 0..1: a bar past 100 % would show an accuracy no seed had.
+        low, high = spread["low"].clip(0, 1), spread["high"].clip(0, 1)
+        yerr = [100 * (spread["mean"] - low), 100 * (high - spread["mean"])] if n > 1 else None
+        ax.errorbar(spread["recurrences"], 100 * spread["mean"], yerr=yerr, linestyle=ls,
+                    capsize=3, label=f"{model} {size} ({n} seed{'s' if n > 1 else ''})", **style)
         ax.axvline(part["trained"].iloc[0], color=style["color"], linestyle=ls, linewidth=0.8,
                    alpha=0.6)
     ax.set_xscale("log", base=2)
@@ -103,8 +122,9 @@ def _ood_vs_recurrences(plt, grids: dict, meta: dict, trained: dict):
     ax.set_ylim(-2, 102)
     ax.set_xlabel("recurrences at inference (log2; thin line: trained count)")
     ax.set_ylabel(f"mean accuracy beyond {D} digits (%)")
-    ax.set_title(f"abacus: out-of-distribution accuracy (cells up to {G}×{G}) vs recurrences",
-                 fontsize=10)
+    note = _seed_note(per_cell.groupby(["model", "size"])["seed"].nunique(), "mean ± std")
+    ax.set_title(f"abacus: out-of-distribution accuracy (cells up to {G}×{G}) vs recurrences\n"
+                 f"({note})", fontsize=10)
     ax.legend(loc="best")
     return fig
 
@@ -119,28 +139,31 @@ def render_looped(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
     frames = [_read_csv(eval_dir / f"{r.model}-{r.size}-{int(r.seed)}.csv",
                         {"digits", "accuracy", "digit_acc"}, "evaluate").assign(model=r.model, size=r.size)
               for r in summary.itertuples()]
-    per = pd.concat(frames).groupby(["model", "size", "digits"], as_index=False)[
-        ["accuracy", "digit_acc"]].mean()
-    models = sorted(set(per["model"]))
+    runs = pd.concat(frames)  # one row per seed and number of digits
+    models = sorted(set(runs["model"]))
     plt = _pyplot()
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
         for model in arch_order(models):
-            for size, part in per[per["model"] == model].groupby("size"):
-                style = arch_style(model, models)
-                ax.plot(part["digits"], 100 * part["accuracy"], label=f"{model}: exact match",
+            style = arch_style(model, models)
+            for size, part in runs[runs["model"] == model].groupby("size"):
+                exact = seed_spread(part, "digits", "accuracy")
+                digit = seed_spread(part, "digits", "digit_acc")
+                ax.plot(exact["digits"], 100 * exact["mean"], label=f"{model}: exact match",
                         **style)
-                ax.plot(part["digits"], 100 * part["digit_acc"], linestyle="--", alpha=0.7,
+                ax.plot(digit["digits"], 100 * digit["mean"], linestyle="--", alpha=0.7,
                         label=f"{model}: per digit", **{**style, "marker": None})
+                for spread in (exact, digit):
+                    shade_spread(ax, spread, "digits", style["color"], scale=100, bounds=(0, 1))
         L = meta["train_digits"]
         ax.axvline(L, color="0.3", linestyle=":", linewidth=1.4)
         ax.text(L, 0.5, f" trained on {L} digits", transform=ax.get_xaxis_transform(),
                 fontsize=8, color="0.3", rotation=90, va="center", ha="right")
         ax.set_ylim(-2, 102)
         ax.set_xlabel(f"number of digits ({meta['variant']} operands)")
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         ax.set_ylabel("accuracy (%)")
-        seeds = summary.groupby("model")["seed"].nunique().max()
-        ax.set_title(f"looped: accuracy vs length, standard vs looped "
-                     f"({'mean over ' + str(seeds) + ' seeds' if seeds > 1 else 'one seed'})")
+        note = _seed_note(_seeds_per_cell(summary), "mean ± std")
+        ax.set_title(f"looped: accuracy vs length, standard vs looped ({note})")
         ax.legend(loc="best")
         return [_save(plt, fig, out_dir / "accuracy_vs_digits.png")]

@@ -2,7 +2,8 @@
 bar) and best metrics against it, one pair per study; drawn from metrics/summary.csv and
 plots/modular/curves/<study>/<cell>.csv.
 
-Curves are the mean over seeds at each evaluated step; training solid, validation dashed.
+Curves are the mean over seeds at each evaluated step; training solid, validation dashed. The
+sanity curves also shade the lowest to the highest seed: with two seeds a std says little.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from arithrepro.report.figures import STYLE, _pyplot, _read_csv, _save, arch_style, display_name
+from arithrepro.report.figures import (STYLE, _pyplot, _read_csv, _save, _seed_note, arch_style,
+                                       display_name, seed_spread, shade_spread)
 from arithrepro.report.modular_tables import budgets_of, study_rows
 
 SPLIT_LINE = {"train": "-", "val": "--"}
@@ -29,15 +31,26 @@ def _style(model: str) -> dict:
     return arch_style(model.split("-")[0], ["gpt", "lstm"])
 
 
-def _curves(rows: pd.DataFrame, curve_dir: Path) -> dict:
-    """{(model, label): mean-over-seeds curve}."""
+def _runs(rows: pd.DataFrame, curve_dir: Path) -> dict:
+    """{(model, label): its seeds' curves one below the other, with a seed column}."""
     out = {}
     for (model, label), g in rows.groupby(["model", "size"], sort=False):
         frames = [_read_csv(curve_dir / f"{model}-{label}-{int(seed)}.csv",
                             {"step", "train_loss", "val_loss", "train_acc", "val_acc"},
-                            "modular-study") for seed in g["seed"]]
-        out[(model, label)] = pd.concat(frames).groupby("step", as_index=False).mean()
+                            "modular-study").assign(seed=int(seed)) for seed in g["seed"]]
+        out[(model, label)] = pd.concat(frames, ignore_index=True)
     return out
+
+
+def _curves(rows: pd.DataFrame, curve_dir: Path) -> dict:
+    """{(model, label): mean-over-seeds curve}."""
+    return {key: runs.drop(columns="seed").groupby("step", as_index=False).mean()
+            for key, runs in _runs(rows, curve_dir).items()}
+
+
+def _note(rows: pd.DataFrame, what: str = "mean") -> str:
+    """E.g. 'mean over 2 seeds', from the seeds of each (model, label) drawn."""
+    return _seed_note(rows.groupby(["model", "size"])["seed"].nunique(), what)
 
 
 def _colormap(values: list[float], log2: bool):
@@ -79,18 +92,19 @@ def _acc_axes(ax) -> None:
 
 def sanity(plt, rows: pd.DataFrame, curve_dir: Path):
     fig, (lo, ac) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for (model, _), c in _curves(rows, curve_dir).items():
+    for (model, _), runs in _runs(rows, curve_dir).items():
         st = _style(model)
         for split in ("train", "val"):
             kw = dict(color=st["color"], linestyle=SPLIT_LINE[split], label=f"{_name(model)} {split}")
-            lo.plot(c["step"], c[f"{split}_loss"], **kw)
-            ac.plot(c["step"], c[f"{split}_acc"], **kw)
+            for ax, metric in ((lo, f"{split}_loss"), (ac, f"{split}_acc")):
+                spread = seed_spread(runs, "step", metric, band="range")
+                ax.plot(spread["step"], spread["mean"], **kw)
+                shade_spread(ax, spread, "step", st["color"])
     _loss_axes(lo)
     _acc_axes(ac)
     ac.legend(loc="lower right")
-    seeds = rows["seed"].nunique()
-    fig.suptitle(f"modular sanity: loss and accuracy over steps (mean of {seeds} seed"
-                 f"{'s' if seeds > 1 else ''}), p = {int(rows['p'].iloc[0])}, "
+    fig.suptitle(f"modular sanity: loss and accuracy over steps "
+                 f"({_note(rows, 'mean, shaded min–max')}), p = {int(rows['p'].iloc[0])}, "
                  f"r_train = {rows['r_train'].iloc[0]:g}")
     return fig
 
@@ -127,7 +141,7 @@ def swept_curves(plt, rows: pd.DataFrame, curve_dir: Path, key: str, log2: bool,
             axes[i][2].set_xlabel("step")
             axes[i][2].set_ylabel("‖θ‖₂")
     _colorbar(fig, axes, mappable, key, values, log2)
-    fig.suptitle(f"modular {study}: curves coloured by {LABEL.get(key, key)}")
+    fig.suptitle(f"modular {study}: curves coloured by {LABEL.get(key, key)} ({_note(rows)})")
     return fig
 
 
@@ -154,7 +168,7 @@ def metrics_vs(plt, rows: pd.DataFrame, key: str, log2: bool, study: str):
     axes[0].set_yscale("log")
     axes[1].set_ylim(-0.03, 1.03)
     axes[1].legend(fontsize=7, loc="best")
-    fig.suptitle(f"modular {study}: metrics against {LABEL.get(key, key)} (mean over seeds)")
+    fig.suptitle(f"modular {study}: metrics against {LABEL.get(key, key)} ({_note(rows)})")
     return fig
 
 
@@ -186,7 +200,7 @@ def orders(plt, rows: pd.DataFrame, curve_dir: Path):
         ac.set_title(f"{_name(model)}: accuracy")
         ac.legend(fontsize=7, loc="lower right")
     fig.suptitle(f"modular orders: p = {int(rows['p'].iloc[0])}, orders "
-                 f"{' and '.join(map(str, orders_))} mixed, overall and per order")
+                 f"{' and '.join(map(str, orders_))} mixed, overall and per order ({_note(rows)})")
     return fig
 
 
@@ -213,7 +227,7 @@ def size_curves(plt, rows: pd.DataFrame, curve_dir: Path):
             ax.set_title(f"{_name(m)}, L = {int(L)}")
         _split_legend(axes[i][0])
     _colorbar(fig, axes, mappable, "d_model", ds, True)
-    fig.suptitle("modular size: accuracy over steps per depth, coloured by width")
+    fig.suptitle(f"modular size: accuracy over steps per depth, coloured by width ({_note(rows)})")
     return fig
 
 
@@ -247,7 +261,7 @@ def size_metrics(plt, rows: pd.DataFrame):
     for ax in axes[0]:
         ax.set_ylim(-0.03, 1.03)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle("modular size: metrics against width, depth and parameter count (mean over seeds)")
+    fig.suptitle(f"modular size: metrics against width, depth and parameter count ({_note(rows)})")
     return fig
 
 
@@ -270,7 +284,7 @@ def compute_budgets(plt, rows: pd.DataFrame, budgets: list[float]):
         ax.set_title(_name(model))
     _colorbar(fig, axes, mappable, "budget α", budgets, False)
     fig.suptitle(f"modular compute: validation accuracy against batch size per budget α "
-                 f"(T = {int(rows['steps'].iloc[0])})")
+                 f"(T = {int(rows['steps'].iloc[0])}, {_note(rows)})")
     return fig
 
 

@@ -1,20 +1,28 @@
 """charlm: character-level language modelling on one corpus (EXPERIMENTS.md §5).
 
-The corpus is a text of `chars` characters from one of three sources:
+The corpus is a text of `chars` characters from one of four sources:
+- python-docs: English prose every machine with Python has offline and nobody has to ship: the
+  reference topics `help()` shows (the pydoc_data package), then the docstrings of the standard
+  library's modules, classes and functions in file order. It is the default: letters,
+  punctuation and words, like the source's TinyStories, where the arithmetic lines below have
+  17 characters and too little to tell the models apart. The text depends on the Python
+  version, so meta.json records it with the text's hash;
 - arithmetic: lines `problem=value` drawn from the expr grammar (expr_grammar.py), seeded; the
-  project builds it offline, so the default and smoke profiles use it;
+  project builds it offline (the smoke profile uses it: it needs no parsing);
 - tinystories: the first `chars` characters of TinyStories' train split, stories joined by
   newlines, from the hub through `datasets` or from a local copy at `path`;
 - file: any UTF-8 text file at `path`.
 The vocabulary is the sorted set of its characters. The text is cut into non-overlapping chunks
 of seq_length + 1 characters (input: the first seq_length, target: shifted by one) and the
-chunks are split into train and validation by a seeded permutation.
+chunks are split into train and validation by a permutation seeded by corpus.seed, the same for
+every run, so runs of different seeds differ in their initialization and batches only.
 
 A run is one model at one (seq_length, steps) of the profile: `<name>-s<seq_length>-<seed>`.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 from dataclasses import dataclass
@@ -24,7 +32,7 @@ from arithrepro.config import (Optional, ParamsError, all_optional, check_merged
                                choice, deep_merge, fail, integer, list_of, number)
 from arithrepro.tasks.common import TaskBase
 
-SOURCES = ("arithmetic", "tinystories", "file")
+SOURCES = ("python-docs", "arithmetic", "tinystories", "file")
 TINYSTORIES = "roneneldan/TinyStories"
 STORY_END = "<|endoftext|>"  # the separator of TinyStories' own text files
 
@@ -44,6 +52,35 @@ def arithmetic_text(chars: int, seed: int, max_in: int = 24) -> str:
             lines.append(line)
             n += len(line)
     return "".join(lines)[:chars]
+
+
+def python_docs_text(chars: int) -> str:
+    """The Python installation's documentation: help() topics, then stdlib docstrings."""
+    return _first_chars(_python_docs(), chars)
+
+
+def _python_docs():
+    import ast
+    import sysconfig
+
+    from pydoc_data.topics import topics
+
+    for name in sorted(topics):
+        yield topics[name].strip("\n")
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    skip = {"test", "tests", "idle_test", "site-packages", "dist-packages"}
+    for path in sorted(stdlib.rglob("*.py")):
+        if skip & set(path.relative_to(stdlib).parts):
+            continue
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError):  # a deliberately broken file (lib2to3 data, say)
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc and len(doc) >= 80:   # one-line docstrings are names, not prose
+                    yield doc
 
 
 def _first_chars(texts, chars: int) -> str:
@@ -140,7 +177,9 @@ def file_text(path: str, chars: int) -> str:
 
 def build_corpus(c: dict) -> str:
     """The text the corpus block asks for (charlm.corpus merged with the profile's)."""
-    if c["source"] == "arithmetic":
+    if c["source"] == "python-docs":
+        text = python_docs_text(c["chars"])
+    elif c["source"] == "arithmetic":
         text = arithmetic_text(c["chars"], c["seed"])
     elif c["source"] == "tinystories":
         text = tinystories_text(c["chars"], c["path"])
@@ -247,10 +286,10 @@ def runs(params: dict) -> list[Run]:
     m = merged(params)
     out = []
     for sched in m["runs"]:
-        for name in sched["models"]:
+        for seed, name in itertools.product(m["seeds"], sched["models"]):
             arch = m["models"][name]
             out.append(Run(name, arch["model"], {k: v for k, v in arch.items() if k != "model"},
-                           sched["seq_length"], sched["steps"], m["train"]["seed"]))
+                           sched["seq_length"], sched["steps"], seed))
     return out
 
 
@@ -297,8 +336,9 @@ class CharLMTask(TaskBase):
                        "seed": integer(0), "val_frac": number(0, 1, lo_open=True, hi_open=True)},
             "models": _Architectures(),
             "runs": list_of(_schedule),
+            "seeds": list_of(integer(0, 2**31 - 1)),
             "train": {"lr": number(0, lo_open=True), "batch_size": integer(1),
-                      "dropout": number(0, 1, hi_open=True), "seed": integer(0),
+                      "dropout": number(0, 1, hi_open=True),
                       "eval_every": integer(1), "checkpoint_every": integer(1)},
             "sample": {"prompt": _text, "chars": integer(1),
                        "temperature": number(0, lo_open=True), "seed": integer(0)},

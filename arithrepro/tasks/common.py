@@ -32,7 +32,7 @@ def train_schema(**extra) -> dict:
 class TaskBase:
     name = ""
     model_kind = "lm"
-    grid = True   # trained and scored as <task>.models x <task>.sizes x seeds cells
+    grid = True   # trained and scored as <task>.models x <task>.sizes x <task>.seeds cells
     headline = ("id_acc", "ood_acc")   # the metrics a stage's summary line shows
 
     @classmethod
@@ -43,6 +43,7 @@ class TaskBase:
             "models": list_of(choice(*(m for m, s in MODELS.items()
                                         if s.kind == cls.model_kind and s.grid))),
             "sizes": list_of(lambda key, v: None if isinstance(v, str) else fail(key, v, "a size name")),
+            "seeds": list_of(integer(0, 2**31 - 1)),
         }
 
     @staticmethod

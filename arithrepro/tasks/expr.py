@@ -18,6 +18,15 @@ from arithrepro.tasks.common import TaskBase, train_schema
 VOCAB = ["<start>", "=", "<stop>", "<pad>", *"0123456789", "-", "+", "*", "(", ")"]
 START, EQ, STOP, PAD = 0, 1, 2, 3
 SPLITS = ("train", "valid", "test", "ood")
+# The length ranges: expr.data holds the source's; a profile may narrow them (the cpu profile).
+LENGTHS = ("min_in", "max_in", "min_out", "max_out", "ood_min_in", "ood_max_in")
+COUNTS = ("n_train", "n_valid", "n_test", "n_ood")
+
+
+def data_params(params: dict, profile: str | None = None) -> dict:
+    """expr.data with profiles.<profile>.expr.data over it."""
+    over = params["profiles"][profile or params["profile"]]["expr"]["data"]
+    return {**params["expr"]["data"], **over}
 # Single characters standing for the special tokens inside encoded byte strings.
 _CHARS = {"<start>": "^", "<stop>": "$", "<pad>": "\0"}
 
@@ -99,7 +108,8 @@ class ExprTask(TaskBase):
     def profile_schema() -> dict:
         return {
             "data": {"n_train": integer(1), "n_valid": integer(1), "n_test": integer(1),
-                     "n_ood": integer(1)},
+                     "n_ood": integer(1),
+                     **{k: Optional(integer(0 if k == "min_out" else 1)) for k in LENGTHS}},
             "train": {"batch_size": integer(1), "epochs": integer(1), "val_every": integer(0),
                       "checkpoint_every": integer(1), "lr": Optional(number(0, lo_open=True))},
             "eval": {"batch_size": integer(1)},
@@ -108,13 +118,18 @@ class ExprTask(TaskBase):
     @classmethod
     def check_params(cls, params: dict) -> None:
         cls.check_grid(params)
-        d = params["expr"]["data"]
-        for lo, hi in (("min_in", "max_in"), ("min_out", "max_out"), ("ood_min_in", "ood_max_in")):
-            if d[lo] > d[hi]:
-                raise ParamsError(f"expr.data.{lo} = {d[lo]}: expected <= expr.data.{hi} ({d[hi]})")
-        if d["ood_min_in"] <= d["max_in"]:
-            raise ParamsError(f"expr.data.ood_min_in = {d['ood_min_in']}: expected > expr.data.max_in "
-                              f"({d['max_in']}), or the OOD set is not out of distribution")
+        for profile in params["profiles"]:
+            d = data_params(params, profile)
+            where = f" (expr.data merged with profiles.{profile}.expr.data)"
+            for lo, hi in (("min_in", "max_in"), ("min_out", "max_out"),
+                           ("ood_min_in", "ood_max_in")):
+                if d[lo] > d[hi]:
+                    raise ParamsError(f"expr.data.{lo} = {d[lo]}: expected <= expr.data.{hi} "
+                                      f"({d[hi]}){where}")
+            if d["ood_min_in"] <= d["max_in"]:
+                raise ParamsError(f"expr.data.ood_min_in = {d['ood_min_in']}: expected > "
+                                  f"expr.data.max_in ({d['max_in']}), or the OOD set is not out "
+                                  f"of distribution{where}")
 
     # --- data -----------------------------------------------------------------------------
     @staticmethod
@@ -128,8 +143,7 @@ class ExprTask(TaskBase):
         from arithrepro.io import write_frame, write_json
         from arithrepro.tasks.expr_grammar import generate_unique
 
-        d = params["expr"]["data"]
-        n = params["profiles"][params["profile"]]["expr"]["data"]
+        d = n = data_params(params)
         pool_n = n["n_train"] + n["n_valid"] + n["n_test"]
         common = dict(seed=d["gen_seed"], min_out=d["min_out"], max_out=d["max_out"],
                       workers=d["workers"], progress=progress)
@@ -156,10 +170,10 @@ class ExprTask(TaskBase):
         return ", ".join(f"{k} {len(v):,}" for k, v in frames.items()) + f" -> {out_dir}"
 
     def generate_count(self, params: dict) -> int:
-        return sum(params["profiles"][params["profile"]]["expr"]["data"].values())
+        return sum(data_params(params)[k] for k in COUNTS)
 
     def dims(self, params: dict) -> dict:
-        widths = self.widths(params["expr"]["data"])  # as written to meta.json
+        widths = self.widths(data_params(params))  # as written to meta.json
         return {"vocab_size": len(VOCAB), "max_len": max(widths.values()), "pad_id": PAD}
 
     def load(self, data_dir: Path, split: str) -> Split:
@@ -202,7 +216,7 @@ class ExprTask(TaskBase):
 
         from arithrepro.tasks.expr_grammar import generate_unique
 
-        d = params["expr"]["data"]
+        d = data_params(params)
         batch = params["profiles"][params["profile"]]["expr"]["train"]["batch_size"]
         problems, answers = generate_unique(batch, seed=seed, stream="pool", min_in=d["min_in"],
                                             max_in=d["max_in"], min_out=d["min_out"],
@@ -232,7 +246,7 @@ class ExprTask(TaskBase):
         return split.tokens, split.eq + 1
 
     def max_new_tokens(self, params: dict) -> int:
-        return params["expr"]["data"]["max_out"] + 1
+        return data_params(params)["max_out"] + 1
 
     def score(self, split: Split, generated):
         """Exact match of the generated continuation with `answer <stop>`: (N,) bool."""

@@ -1,0 +1,335 @@
+"""Figures resting on several seeds show their spread: bands over curves, error bars over points.
+
+Every renderer is fed synthetic runs with three seeds and with one; the figures are caught
+before they are closed and their bands and bars compared with the spread of the inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from arithrepro.report import charlm_report, figures, length_figures, modular_figures
+
+THREE, ONE = (0, 1, 2), (0,)
+
+
+# --- synthetic inputs: one function per task, writing what its renderer reads ---------------
+
+def _jitter(*key) -> float:
+    """A fixed pseudo-random number in -1..1 for a (seed, x, ...) key: seeds differ unevenly."""
+    return float(np.random.default_rng(zlib.crc32(repr(key).encode())).uniform(-1, 1))
+
+
+def expr_inputs(root: Path, seeds) -> tuple[pd.DataFrame, Path, Path]:
+    params = {"gpt": {"small": 40_000, "large": 1_200_000}, "lstm": {"small": 9_000, "large": 290_000}}
+    rows, by_length = [], root / "by_length"
+    by_length.mkdir(parents=True)
+    for i, model in enumerate(params):
+        for j, (size, p) in enumerate(params[model].items()):
+            for seed in seeds:
+                top = 0.55 + 0.2 * j - 0.15 * i
+                rows.append({"model": model, "size": size, "seed": seed, "params": p,
+                             "test_acc": top + 0.04 * _jitter(seed, model, size),
+                             "best_val_loss": 0.8 / (1 + 2 * j + i) + 0.03 * (1 + _jitter(seed, size))})
+                lengths = [("test", n) for n in range(8, 31)] + [("ood", n) for n in range(31, 41)]
+                acc = [min(1, max(0, top + 0.3 - 0.03 * (n - 8) + 0.08 * _jitter(seed, model, n)))
+                       for _, n in lengths]
+                pd.DataFrame({"split": [s for s, _ in lengths], "length": [n for _, n in lengths],
+                              "accuracy": acc}).to_csv(by_length / f"{model}-{size}-{seed}.csv",
+                                                       index=False)
+    lengths = [{"split": s, "length": n, "count": 10, "percent": 100 / len(r)}
+               for s, r in (("train", range(8, 31)), ("test", range(8, 31)), ("ood", range(31, 41)))
+               for n in r]
+    pd.DataFrame(lengths).to_csv(root / "lengths.csv", index=False)
+    return pd.DataFrame(rows), by_length, root
+
+
+ABACUS = {"grid_max": 8, "max_digits": 4}
+
+
+def abacus_inputs(root: Path, seeds) -> tuple[pd.DataFrame, Path, Path]:
+    eval_dir, data_dir = root / "eval", root / "data"
+    eval_dir.mkdir(parents=True)
+    data_dir.mkdir()
+    (data_dir / "meta.json").write_text(json.dumps(ABACUS))
+    rows = []
+    for size, trained in (("l2r2", 2), ("l4r4", 4)):
+        for seed in seeds:
+            rows.append({"model": "abacus", "size": size, "seed": seed, "recurrences": trained})
+            grid = [{"recurrences": r, "n1": a, "n2": b,
+                     "accuracy": min(1, max(0, 1.1 - 0.1 * max(a, b) - 0.15 * abs(math.log2(r / trained))
+                                        + 0.15 * _jitter(seed, size, r, a, b)))}
+                    for r in (1, 2, 4, 8) for a in range(1, 9) for b in range(1, 9)]
+            pd.DataFrame(grid).to_csv(eval_dir / f"abacus-{size}-{seed}.csv", index=False)
+    return pd.DataFrame(rows), eval_dir, data_dir
+
+
+def looped_inputs(root: Path, seeds) -> tuple[pd.DataFrame, Path, Path]:
+    eval_dir, data_dir = root / "eval", root / "data"
+    eval_dir.mkdir(parents=True)
+    data_dir.mkdir()
+    (data_dir / "meta.json").write_text(json.dumps({"train_digits": 10, "variant": "addition"}))
+    rows = []
+    for model, fall in (("standard", 0.12), ("looped", 0.03)):
+        for seed in seeds:
+            rows.append({"model": model, "size": "small", "seed": seed})
+            digits = np.arange(1, 21)
+            acc = np.clip(1 - fall * np.maximum(0, digits - 10)
+                          + 0.08 * np.array([_jitter(seed, model, d) for d in digits]), 0, 1)
+            pd.DataFrame({"digits": digits, "accuracy": acc, "digit_acc": 0.5 + acc / 2}).to_csv(
+                eval_dir / f"{model}-small-{seed}.csv", index=False)
+    return pd.DataFrame(rows), eval_dir, data_dir
+
+
+def modular_inputs(root: Path, seeds) -> tuple[pd.DataFrame, Path]:
+    out, rows = root / "plots", []
+    (out / "curves" / "sanity").mkdir(parents=True)
+    steps = np.arange(0, 2001, 50)
+    for model, when in (("gpt-sin", 600), ("lstm-std", 1200)):
+        for seed in seeds:
+            rows.append({"task": "modular", "model": model, "size": "sanity", "seed": seed,
+                         "p": 97, "r_train": 0.5, "steps": 2000})
+            shift = when + 150 * _jitter(seed, model)
+            val_acc = 1 / (1 + np.exp(-(steps - shift) / 80))
+            train_acc = 1 / (1 + np.exp(-(steps - 200) / 60))
+            pd.DataFrame({"step": steps, "train_loss": 4.6 * (1 - train_acc) + 1e-3,
+                          "val_loss": 4.6 * (1 - val_acc) + 2e-3 + 0.5 * np.exp(-((steps - 300) / 300) ** 2),
+                          "train_acc": train_acc, "val_acc": val_acc}).to_csv(
+                out / "curves" / "sanity" / f"{model}-sanity-{seed}.csv", index=False)
+    return pd.DataFrame(rows), out
+
+
+def charlm_inputs(root: Path, seeds) -> tuple[pd.DataFrame, Path]:
+    out, rows = root / "plots", []
+    (out / "curves").mkdir(parents=True)
+    (out / "val").mkdir()
+    for T in (16, 64):
+        for i, (model, params) in enumerate((("gru", 50_000), ("transformer-1", 120_000))):
+            for seed in seeds:
+                steps = np.arange(1, 401)
+                floor = 1.4 + 0.15 * i - 0.05 * math.log2(T / 16)
+                loss = floor + 2.8 * np.exp(-steps / 80) + 0.1 * np.array(
+                    [_jitter(seed, model, T, s) for s in steps])
+                val_steps = np.arange(50, 401, 50)
+                val = floor + 0.1 + 2.8 * np.exp(-val_steps / 80) + 0.06 * (1 + _jitter(seed, model, T))
+                name = f"{model}-s{T}-{seed}"
+                pd.DataFrame({"step": steps, "loss": loss}).to_csv(out / "curves" / f"{name}.csv",
+                                                                   index=False)
+                pd.DataFrame({"step": val_steps, "val_loss": val}).to_csv(out / "val" / f"{name}.csv",
+                                                                          index=False)
+                rows.append({"model": model, "size": f"s{T}", "seed": seed, "params": params,
+                             "seq_length": T, "final_val_loss": val[-1]})
+    return pd.DataFrame(rows), out
+
+
+# --- catching the figures --------------------------------------------------------------------
+
+@pytest.fixture
+def drawn(monkeypatch) -> dict:
+    """{png name: its figure}, filled as the renderers save (and close) their figures."""
+    shown = {}
+    for module in (figures, length_figures, modular_figures, charlm_report):
+        def save(plt, fig, path, real=module._save):
+            shown[Path(path).name] = fig
+            return real(plt, fig, path)
+        monkeypatch.setattr(module, "_save", save)
+    return shown
+
+
+def _bands(ax) -> list[np.ndarray]:
+    """The vertices of each fill_between band of the axes."""
+    from matplotlib.collections import PolyCollection
+
+    return [c.get_paths()[0].vertices for c in ax.collections if isinstance(c, PolyCollection)]
+
+
+def _bars(ax) -> list[np.ndarray]:
+    """The (x, y) segments of each set of error bars of the axes."""
+    from matplotlib.collections import LineCollection
+
+    return [np.asarray(c.get_segments()) for c in ax.collections if isinstance(c, LineCollection)]
+
+
+def _band_at(band: np.ndarray, x: float) -> tuple[float, float]:
+    ys = band[np.isclose(band[:, 0], x), 1]
+    return ys.min(), ys.max()
+
+
+def _title(fig) -> str:
+    return " ".join([fig._suptitle.get_text() if fig._suptitle else ""]
+                    + [ax.get_title() for ax in fig.axes])
+
+
+# --- the shared helper -----------------------------------------------------------------------
+
+def test_seed_spread_mean_std_and_range_on_known_numbers():
+    frame = pd.DataFrame({"x": [1, 1, 1, 2, 3], "v": [0.1, 0.2, 0.6, 0.5, float("nan")]})
+    std = figures.seed_spread(frame, "x", "v")
+    assert std["x"].tolist() == [1, 2]  # a NaN is no seed
+    assert std["n"].tolist() == [3, 1]
+    s = math.sqrt(((0.1 - 0.3) ** 2 + (0.2 - 0.3) ** 2 + (0.6 - 0.3) ** 2) / 2)
+    assert std["mean"].tolist() == pytest.approx([0.3, 0.5])
+    assert std["low"].tolist() == pytest.approx([0.3 - s, 0.5])
+    assert std["high"].tolist() == pytest.approx([0.3 + s, 0.5])
+    rng = figures.seed_spread(frame, "x", "v", band="range")
+    assert rng["low"].tolist() == pytest.approx([0.1, 0.5])
+    assert rng["high"].tolist() == pytest.approx([0.6, 0.5])
+    with pytest.raises(ValueError, match="band"):
+        figures.seed_spread(frame, "x", "v", band="iqr")
+
+
+def test_shade_spread_clips_to_bounds_and_skips_one_seed():
+    plt = figures._pyplot()
+    fig, ax = plt.subplots()
+    spread = pd.DataFrame({"x": [1, 2], "n": [3, 3], "mean": [0.9, 0.5], "low": [0.8, 0.2],
+                           "high": [1.1, 0.7]})
+    figures.shade_spread(ax, spread, "x", "C0", scale=100, bounds=(0, 1))
+    (band,) = _bands(ax)
+    assert _band_at(band, 1) == pytest.approx((80, 100))
+    assert _band_at(band, 2) == pytest.approx((20, 70))
+    figures.shade_spread(ax, spread.assign(n=1), "x", "C0")
+    assert len(_bands(ax)) == 1
+    plt.close(fig)
+
+
+# --- expr ------------------------------------------------------------------------------------
+
+def test_expr_accuracy_by_length_has_a_band_per_split_and_bars_on_the_loss(tmp_path, drawn):
+    summary, by_length, data = expr_inputs(tmp_path, THREE)
+    figures.render_expr(summary, by_length, data, tmp_path / "plots")
+    ax = drawn["accuracy_vs_length.png"].axes[0]
+    bands = _bands(ax)
+    assert len(bands) == 4  # test and OOD, for each of the two architectures
+    # gpt large, length 20: the band is mean ± std of the three seeds' accuracies, in percent.
+    acc = [pd.read_csv(by_length / f"gpt-large-{s}.csv").set_index("length").loc[20, "accuracy"]
+           for s in THREE]
+    lo, hi = np.mean(acc) - np.std(acc, ddof=1), np.mean(acc) + np.std(acc, ddof=1)
+    expected = (100 * max(lo, 0), 100 * min(hi, 1))
+    assert any(np.allclose(_band_at(b, 20), expected) for b in bands
+               if np.isclose(b[:, 0], 20).any())
+    assert "mean ± std over 3 seeds" in _title(drawn["accuracy_vs_length.png"])
+    loss = drawn["val_loss_vs_params.png"]
+    bars = _bars(loss.axes[0])
+    assert len(bars) == 2 and sum(len(b) for b in bars) == 4  # one bar per (model, size)
+    assert "mean ± std over 3 seeds" in _title(loss)
+
+
+def test_expr_one_seed_draws_no_band(tmp_path, drawn):
+    summary, by_length, data = expr_inputs(tmp_path, ONE)
+    paths = figures.render_expr(summary, by_length, data, tmp_path / "plots")
+    assert all(p.is_file() for p in paths)
+    for name in ("accuracy_vs_length.png", "val_loss_vs_params.png", "accuracy_vs_params.png"):
+        assert not _bands(drawn[name].axes[0]) and not _bars(drawn[name].axes[0]), name
+        assert "one seed" in _title(drawn[name])
+
+
+# --- abacus ----------------------------------------------------------------------------------
+
+def test_abacus_bars_per_cell_and_mean_heatmaps(tmp_path, drawn):
+    summary, eval_dir, data_dir = abacus_inputs(tmp_path, THREE)
+    paths = length_figures.render_abacus(summary, eval_dir, data_dir, tmp_path / "plots")
+    heatmaps = sorted(p.name for p in paths if p.parent.name == "heatmaps")
+    assert heatmaps == sorted([f"abacus-{s}-{seed}.png" for s in ("l2r2", "l4r4") for seed in THREE]
+                              + ["abacus-l2r2-mean.png", "abacus-l4r4-mean.png"])
+    assert all(p.is_file() for p in paths)
+    assert "mean over 3 seeds" in _title(drawn["abacus-l2r2-mean.png"])
+    # The mean grid is the mean of the seeds' grids, cell by cell.
+    grids = [pd.read_csv(eval_dir / f"abacus-l2r2-{s}.csv") for s in THREE]
+    mean = length_figures.mean_grid(grids).set_index(["recurrences", "n1", "n2"])["accuracy"]
+    expected = sum(g.set_index(["recurrences", "n1", "n2"])["accuracy"] for g in grids) / 3
+    pd.testing.assert_series_equal(mean.sort_index(), expected.sort_index(), check_names=False)
+    # OOD accuracy at 8 recurrences for l2r2: the bar spans mean ± std over the seeds.
+    ood = [g[(g["recurrences"] == 8) & ((g["n1"] > 4) | (g["n2"] > 4))]["accuracy"].mean()
+           for g in grids]
+    lo, hi = np.mean(ood) - np.std(ood, ddof=1), np.mean(ood) + np.std(ood, ddof=1)
+    fig = drawn["ood_vs_recurrences.png"]
+    segments = np.concatenate(_bars(fig.axes[0]))
+    at8 = [sorted(s[:, 1]) for s in segments if np.allclose(s[:, 0], 8)]
+    assert any(np.allclose(y, [100 * max(lo, 0), 100 * min(hi, 1)]) for y in at8)
+    assert "mean ± std over 3 seeds" in _title(fig)
+
+
+def test_abacus_one_seed_keeps_its_cells_only(tmp_path, drawn):
+    summary, eval_dir, data_dir = abacus_inputs(tmp_path, ONE)
+    paths = length_figures.render_abacus(summary, eval_dir, data_dir, tmp_path / "plots")
+    assert sorted(p.name for p in paths) == ["abacus-l2r2-0.png", "abacus-l4r4-0.png",
+                                             "ood_vs_recurrences.png"]
+    assert not _bars(drawn["ood_vs_recurrences.png"].axes[0])
+    assert "one seed" in _title(drawn["ood_vs_recurrences.png"])
+
+
+# --- looped ----------------------------------------------------------------------------------
+
+def test_looped_bands_exact_and_per_digit_accuracy(tmp_path, drawn):
+    summary, eval_dir, data_dir = looped_inputs(tmp_path, THREE)
+    length_figures.render_looped(summary, eval_dir, data_dir, tmp_path / "plots")
+    fig = drawn["accuracy_vs_digits.png"]
+    bands = _bands(fig.axes[0])
+    assert len(bands) == 4  # exact match and per digit, for each model
+    runs = [pd.read_csv(eval_dir / f"standard-small-{s}.csv").set_index("digits") for s in THREE]
+    for metric in ("accuracy", "digit_acc"):
+        v = [r.loc[15, metric] for r in runs]
+        lo, hi = np.mean(v) - np.std(v, ddof=1), np.mean(v) + np.std(v, ddof=1)
+        expected = (100 * max(lo, 0), 100 * min(hi, 1))
+        assert any(np.allclose(_band_at(b, 15), expected) for b in bands), metric
+    assert "mean ± std over 3 seeds" in _title(fig)
+
+
+def test_looped_one_seed_draws_no_band(tmp_path, drawn):
+    summary, eval_dir, data_dir = looped_inputs(tmp_path, ONE)
+    length_figures.render_looped(summary, eval_dir, data_dir, tmp_path / "plots")
+    assert not _bands(drawn["accuracy_vs_digits.png"].axes[0])
+    assert "one seed" in _title(drawn["accuracy_vs_digits.png"])
+
+
+# --- modular ---------------------------------------------------------------------------------
+
+def test_modular_sanity_bands_span_min_to_max(tmp_path, drawn):
+    summary, out = modular_inputs(tmp_path, THREE)
+    modular_figures.render_modular(summary, None, None, out)
+    fig = drawn["sanity_curves.png"]
+    loss, acc = fig.axes[:2]
+    assert len(_bands(loss)) == len(_bands(acc)) == 4  # train and val, for each model
+    runs = [pd.read_csv(out / "curves" / "sanity" / f"lstm-std-sanity-{s}.csv").set_index("step")
+            for s in THREE]
+    v = [r.loc[1200, "val_acc"] for r in runs]
+    assert any(np.allclose(_band_at(b, 1200), (min(v), max(v))) for b in _bands(acc))
+    assert "min–max over 3 seeds" in _title(fig)
+
+
+def test_modular_sanity_one_seed_draws_no_band(tmp_path, drawn):
+    summary, out = modular_inputs(tmp_path, ONE)
+    modular_figures.render_modular(summary, None, None, out)
+    assert not any(_bands(ax) for ax in drawn["sanity_curves.png"].axes)
+    assert "one seed" in _title(drawn["sanity_curves.png"])
+
+
+# --- charlm ----------------------------------------------------------------------------------
+
+def test_charlm_validation_band_per_run(tmp_path, drawn):
+    summary, out = charlm_inputs(tmp_path, THREE)
+    charlm_report.render_charlm(summary, None, None, out)
+    fig = drawn["loss_curves.png"]
+    assert [len(_bands(ax)) for ax in fig.axes] == [2, 2]  # a band per model, per seq_length
+    v = [pd.read_csv(out / "val" / f"gru-s64-{s}.csv").set_index("step").loc[200, "val_loss"]
+         for s in THREE]
+    expected = (np.mean(v) - np.std(v, ddof=1), np.mean(v) + np.std(v, ddof=1))
+    assert any(np.allclose(_band_at(b, 200), expected) for b in _bands(fig.axes[1]))
+    assert "mean over 3 seeds" in _title(fig) and "± std" in _title(fig)
+    labels = fig.legends[0].get_texts()
+    assert any("±" in t.get_text() for t in labels)  # the final loss as mean ± std
+
+
+def test_charlm_one_seed_draws_no_band(tmp_path, drawn):
+    summary, out = charlm_inputs(tmp_path, ONE)
+    charlm_report.render_charlm(summary, None, None, out)
+    fig = drawn["loss_curves.png"]
+    assert not any(_bands(ax) for ax in fig.axes)
+    assert "±" not in _title(fig)
