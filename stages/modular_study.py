@@ -100,7 +100,7 @@ def setup(run, device: str, precision: str, compile_: bool):
     dims = TASK.dims(c)
     size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"]}
     net = build_model(run.model, size, dropout=float(c["dropout"]), **dims).to(device)
-    cfg = TrainConfig(lr=float(c["lr"]), seed=run.seed, optimizer="adamw", schedule="constant",
+    cfg = TrainConfig(lr=float(c["lr"]), seed=run.seed, optimizer="adamw", schedule=c["schedule"],
                       warmup_frac=float(c["warmup_frac"]), beta2=float(c["beta2"]),
                       weight_decay=float(c["weight_decay"]),
                       val_every=c["eval_every"], checkpoint_every=c["checkpoint_every"],

@@ -214,7 +214,7 @@ def test_the_loop_gets_the_cells_warmup_and_beta2(params):
 
     p = copy.deepcopy(params)
     p["profile"] = "smoke"
-    p["profiles"]["smoke"]["modular"]["base"].update(warmup_frac=0.25, beta2=0.95)
+    p["profiles"]["smoke"]["modular"]["base"].update(warmup_frac=0.25, beta2=0.95, schedule="linear")
     run = study_runs(p, "sanity")[0]
     cfg = setup(run, "cpu", "fp32", False)[4]
-    assert (cfg.warmup_frac, cfg.beta2, cfg.optimizer) == (0.25, 0.95, "adamw")
+    assert (cfg.warmup_frac, cfg.beta2, cfg.schedule, cfg.optimizer) == (0.25, 0.95, "linear", "adamw")

@@ -19,8 +19,10 @@ MODULAR_FIGURES = ["sanity_curves", "data_curves", "data_metrics", "orders_curve
                    "size_metrics", "compute_curves", "compute_metrics", "compute_budgets",
                    "regularization_curves", "regularization_metrics"]
 CHARLM_MODELS = ["rnn", "multi-rnn", "gru", "transformer-1", "transformer-8"]
-# The grid's seeds are not per profile (a DVC matrix reads one list); one seed keeps the check quick.
-ONE_SEED = [arg for task in ("expr", "abacus", "looped") for arg in ("-S", f"{task}.seeds=[0]")]
+# A DVC matrix reads one list, not the profile's: one seed keeps the check quick, and expr's
+# three sizes are the paper profile's grid.
+SMOKE_GRID = [arg for task in ("expr", "abacus", "looped") for arg in ("-S", f"{task}.seeds=[0]")]
+SMOKE_GRID += ["-S", "expr.sizes=[small,medium,large]"]
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -60,7 +62,7 @@ def metrics(path: Path) -> dict:
 
 
 def test_smoke_pipeline_end_to_end(clone):
-    out = sh(["dvc", "exp", "run", "-S", "profile=smoke", *ONE_SEED], clone)
+    out = sh(["dvc", "exp", "run", "-S", "profile=smoke", *SMOKE_GRID], clone)
     assert "Running stage 'train-expr@retran-large-0'" in out
     summary = json.loads((clone / "metrics" / "summary.json").read_text())
     cells = {f"{m}-{s}-0" for m in ("gpt", "lstm", "retran") for s in ("small", "medium", "large")}

@@ -27,8 +27,9 @@ OPERATORS = ("+", "-", "*", "/")
 STUDIES = ("sanity", "data", "orders", "size", "compute", "regularization")
 # How a swept key reads in a cell's name: data.r0.3, size.L2d128, compute.B64, ...
 ABBREV = {"r_train": "r", "layers": "L", "d_model": "d", "heads": "h", "batch_size": "B",
-          "weight_decay": "wd", "lr": "lr", "warmup_frac": "wu", "beta2": "b2", "steps": "T", "p": "p", "dropout": "drop",
-          "eval_every": "e", "orders": "o", "operator": "op"}
+          "weight_decay": "wd", "lr": "lr", "warmup_frac": "wu", "schedule": "sched",
+          "beta2": "b2", "steps": "T", "p": "p", "dropout": "drop", "eval_every": "e",
+          "orders": "o", "operator": "op"}
 
 
 # --- data ------------------------------------------------------------------------------------
@@ -290,6 +291,7 @@ BASE = {
     "dropout": number(0, 1, hi_open=True),
     "lr": number(0, lo_open=True),
     "warmup_frac": number(0, 1, hi_open=True),
+    "schedule": choice("constant", "linear"),
     "beta2": number(0, 1, lo_open=True, hi_open=True),
     "weight_decay": number(0),
     "batch_size": integer(1),
