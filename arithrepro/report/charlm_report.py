@@ -75,7 +75,7 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
                         markersize=2.5, linewidth=1.0,
                         label=f"{model}: validation, final {_final(seeds['final_val_loss'])}")
                 shade_spread(ax, val, "step", c)
-            ax.set_title(f"seq_length {T}")
+            ax.set_title(f"seq_length {int(T)}")
             ax.set_xlabel("step")
         axes[0][0].set_ylabel("cross-entropy (nats per character)")
         handles, labels = axes[0][-1].get_legend_handles_labels()
@@ -87,7 +87,7 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
         fig.legend(handles, labels, loc="outside right center")
         n = _seeds_per_cell(runs)
         if n.max() > 1:
-            fig.suptitle(f"charlm: loss per character, {_seed_note(n, 'mean')} "
+            fig.suptitle(f"charlm: loss per character, {_seed_note(n, 'mean')}\n"
                          "(train: running mean; validation: dashed, shaded ± std)")
         else:
             fig.suptitle("charlm: loss per character (train: running mean, validation: dashed)")

@@ -29,7 +29,8 @@ SPLIT_STYLES = {  # Dark2 colours: distinct from the architectures' tab10 ones
 
 # The published GPT-4o score on the expr test problems: a reference line, not a run of ours.
 GPT4O_ACC = 55.68
-GPT4O_LABEL = "GPT-4o, 55.68 % (published figure, 10,000 test problems)"
+GPT4O_LABEL = ("GPT-4o, 55.68 % (published figure: 10,000 test problems of the source's "
+               "8–30 characters)")
 
 OOD_SHADE = dict(color="0.88", zorder=0, linewidth=0)
 STYLE = {
