@@ -30,7 +30,6 @@ class ModelSpec:
     task: str = ""        # "": configured in models.<name> for grid tasks; else by that task's block
     optional_fields: tuple[str, ...] = ()  # size fields that may be left out or 0
 
-
     @property
     def grid(self) -> bool:
         return not self.task

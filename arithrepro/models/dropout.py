@@ -2,8 +2,9 @@
 
 nn.Dropout draws its mask with bernoulli_, which on a CPU costs about twice a uniform draw of the
 same size (benchmarks/profile_steps.py: bernoulli_ was the largest single cost of a GPT step at
-the expr widths; `python -m benchmarks.run --only dropout`: a dropout forward + backward 1.6x). Comparing a uniform float in [0, 1) against p keeps each value with probability
-1 - p, to the float's resolution, and scales the kept ones by 1 / (1 - p): the same dropout. On a
+the expr widths; `python -m benchmarks.run --only dropout`: a dropout forward + backward 1.6x).
+Comparing a uniform float in [0, 1) against p keeps each value with probability 1 - p, to the
+float's resolution, and scales the kept ones by 1 / (1 - p): the same dropout. On a
 GPU torch's fused kernel is already one launch, so it is used there.
 """
 

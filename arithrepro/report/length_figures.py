@@ -122,7 +122,7 @@ def _ood_vs_recurrences(plt, grids: dict, meta: dict, trained: dict):
     ax.set_ylim(-2, 102)
     ax.set_xlabel("recurrences at inference (log2; thin line: trained count)")
     ax.set_ylabel(f"mean accuracy beyond {D} digits (%)")
-    note = _seed_note(per_cell.groupby(["model", "size"])["seed"].nunique(), "mean ± std")
+    note = _seed_note(_seeds_per_cell(per_cell), "mean ± std")
     ax.set_title(f"abacus: out-of-distribution accuracy (cells up to {G}×{G}) vs recurrences\n"
                  f"({note})", fontsize=10)
     ax.legend(loc="best")

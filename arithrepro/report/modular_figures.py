@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from arithrepro.report.figures import (STYLE, _pyplot, _read_csv, _save, _seed_note, arch_style,
-                                       display_name, seed_spread, shade_spread)
+from arithrepro.report.figures import (STYLE, _pyplot, _read_csv, _save, _seed_note,
+                                       _seeds_per_cell, arch_style, display_name, seed_spread,
+                                       shade_spread)
 from arithrepro.report.modular_tables import budgets_of, study_rows
 
 SPLIT_LINE = {"train": "-", "val": "--"}
@@ -50,7 +51,7 @@ def _curves(rows: pd.DataFrame, curve_dir: Path) -> dict:
 
 def _note(rows: pd.DataFrame, what: str = "mean") -> str:
     """E.g. 'mean over 2 seeds', from the seeds of each (model, label) drawn."""
-    return _seed_note(rows.groupby(["model", "size"])["seed"].nunique(), what)
+    return _seed_note(_seeds_per_cell(rows), what)
 
 
 def _colormap(values: list[float], log2: bool):

@@ -1,14 +1,13 @@
 """charlm: character-level language modelling on one corpus (EXPERIMENTS.md §5).
 
 The corpus is a text of `chars` characters from one of four sources:
-- python-docs: English prose every machine with Python has offline and nobody has to ship: the
-  reference topics `help()` shows (the pydoc_data package), then the docstrings of the standard
-  library's modules, classes and functions in file order. It is the default: letters,
-  punctuation and words, like the source's TinyStories, where the arithmetic lines below have
-  17 characters and too little to tell the models apart. The text depends on the Python
-  version, so meta.json records it with the text's hash;
-- arithmetic: lines `problem=value` drawn from the expr grammar (expr_grammar.py), seeded; the
-  project builds it offline (the smoke profile uses it: it needs no parsing);
+- python-docs (the default): English prose every machine with Python has offline and nobody has
+  to ship: the reference topics `help()` shows (the pydoc_data package), then the docstrings of
+  the standard library's modules, classes and functions in file order. Letters, punctuation and
+  words, like the source's TinyStories; the arithmetic lines below have 17 characters and too
+  little to tell the models apart. The text depends on the Python version, so meta.json records
+  its hash;
+- arithmetic: lines `problem=value` drawn from the expr grammar (expr_grammar.py), seeded;
 - tinystories: the first `chars` characters of TinyStories' train split, stories joined by
   newlines, from the hub through `datasets` or from a local copy at `path`;
 - file: any UTF-8 text file at `path`.

@@ -21,14 +21,14 @@ SPLITS = ("train", "valid", "test", "ood")
 # The length ranges: expr.data holds the source's; a profile may narrow them (the cpu profile).
 LENGTHS = ("min_in", "max_in", "min_out", "max_out", "ood_min_in", "ood_max_in")
 COUNTS = ("n_train", "n_valid", "n_test", "n_ood")
+# Single characters standing for the special tokens inside encoded byte strings.
+_CHARS = {"<start>": "^", "<stop>": "$", "<pad>": "\0"}
 
 
 def data_params(params: dict, profile: str | None = None) -> dict:
     """expr.data with profiles.<profile>.expr.data over it."""
     over = params["profiles"][profile or params["profile"]]["expr"]["data"]
     return {**params["expr"]["data"], **over}
-# Single characters standing for the special tokens inside encoded byte strings.
-_CHARS = {"<start>": "^", "<stop>": "$", "<pad>": "\0"}
 
 
 def _lookup() -> np.ndarray:
@@ -143,16 +143,16 @@ class ExprTask(TaskBase):
         from arithrepro.io import write_frame, write_json
         from arithrepro.tasks.expr_grammar import generate_unique
 
-        d = n = data_params(params)
-        pool_n = n["n_train"] + n["n_valid"] + n["n_test"]
+        d = data_params(params)
+        pool_n = d["n_train"] + d["n_valid"] + d["n_test"]
         common = dict(seed=d["gen_seed"], min_out=d["min_out"], max_out=d["max_out"],
                       workers=d["workers"], progress=progress)
         problems, answers = generate_unique(pool_n, stream="pool", min_in=d["min_in"],
                                             max_in=d["max_in"], **common)
-        ood_p, ood_a = generate_unique(n["n_ood"], stream="ood", min_in=d["ood_min_in"],
+        ood_p, ood_a = generate_unique(d["n_ood"], stream="ood", min_in=d["ood_min_in"],
                                        max_in=d["ood_max_in"], **common)
         order = np.random.default_rng(d["split_seed"]).permutation(pool_n)
-        cuts = np.cumsum([n["n_train"], n["n_valid"]])
+        cuts = np.cumsum([d["n_train"], d["n_valid"]])
         parts = dict(zip(("train", "valid", "test"), np.split(order, cuts)))
         pool = pd.DataFrame({"problem": problems, "answer": answers})
         frames = {name: pool.iloc[idx].reset_index(drop=True) for name, idx in parts.items()}
