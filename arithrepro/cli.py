@@ -22,6 +22,7 @@ COMMANDS = {
     "charlm-sample": ("charlm", "charlm_sample"),
     "charlm-compute": ("charlm", "charlm_compute"),
     "estimate": ("estimate", "estimate"),   # not a stage: projects each profile's training time
+    "compose-params": ("compose_params", "compose_params"),   # not a stage: conf/ -> params.yaml
 }
 
 

@@ -1,4 +1,4 @@
-"""The cost of generating and of training on T tokens: the spec's formulas, the matmul FLOPs
+"""The cost of generating and of training on T tokens: the formulas, the matmul FLOPs
 torch counts, and measured time (EXPERIMENTS.md §5, the charlm compute table).
 
 Formulas (L layers of width D; per sequence of T tokens):
@@ -27,15 +27,18 @@ GATES = {"rnn": 1, "gru": 3}
 
 
 def formulas(model: str, size: dict, T: int) -> dict:
-    """The spec's FLOPs and sequential matmuls to generate and to train on T tokens."""
+    """FLOPs and sequential matmuls to generate and to train on T tokens, and whose formula
+    gave them: the spec's (the RNN's, g = 1, and the transformer's), or this project's g = 3
+    extension of the RNN formula for the GRU."""
     L, D = size["layers"], size["d_model"]
     if model in GATES:
         g = GATES[model]
         return {"formula_gen_flops": 4 * g * T * L * D * D, "formula_train_flops": 8 * g * T * L * D * D,
-                "seq_matmuls_gen": T * L, "seq_matmuls_train": T * L}
+                "seq_matmuls_gen": T * L, "seq_matmuls_train": T * L,
+                "formula": "spec" if g == 1 else f"ours (spec's RNN, g = {g})"}
     forward = 24 * L * T * D * D + 4 * L * T * T * D
     return {"formula_gen_flops": forward, "formula_train_flops": 3 * forward,
-            "seq_matmuls_gen": 6 * L * T, "seq_matmuls_train": 6 * L}
+            "seq_matmuls_gen": 6 * L * T, "seq_matmuls_train": 6 * L, "formula": "spec"}
 
 
 def _flop_counter():
@@ -71,12 +74,20 @@ def _generate(model, T: int, context: int | None):
     return run
 
 
-def _seconds(fn, repeats: int) -> float:
+def _synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work: a CUDA call returns once its kernels are queued."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _seconds(fn, repeats: int, device: torch.device) -> float:
     fn()  # warm-up: allocations, kernel choice
     times = []
     for _ in range(repeats):
+        _synchronize(device)
         t0 = time.perf_counter()
         fn()
+        _synchronize(device)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -96,8 +107,8 @@ def measure(model, T: int, context: int | None, repeats: int) -> dict:
         gen()
     gen_flops = fc.get_total_flops()
     model.train()
-    t_train = _seconds(train, repeats)
-    t_gen = _seconds(gen, repeats)
+    t_train = _seconds(train, repeats, device)
+    t_gen = _seconds(gen, repeats, device)
     model.zero_grad(set_to_none=True)
     return {"counted_gen_flops": gen_flops, "counted_train_flops": train_flops,
             "gen_s_per_token": t_gen / T, "train_s_per_token": t_train / T,

@@ -274,6 +274,19 @@ def cell(params: dict, task: str, model: str, size: str, seed: int) -> Cell:
     return Cell(task, model, size, seed)
 
 
+def with_profile(params: dict, profile: str) -> dict:
+    """params switched to `profile` as composing conf/config.yaml with profile=<profile> makes
+    them: the profile's name, and each grid task's sizes and seeds from the profile's block."""
+    from arithrepro.tasks import TASKS
+
+    out = {**params, "profile": profile}
+    for name, task in TASKS.items():
+        if task.grid:
+            block = params["profiles"][profile][name]
+            out[name] = {**params[name], "sizes": block["sizes"], "seeds": block["seeds"]}
+    return out
+
+
 def profile_block(params: dict, task: str) -> dict:
     return params["profiles"][params["profile"]][task]
 

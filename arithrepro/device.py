@@ -1,9 +1,11 @@
 """Where and in what precision the training loop runs: params `device` and `precision`.
 
 device: auto (CUDA when torch sees a GPU, else the CPU) | cpu | cuda.
-precision: auto (bf16 autocast on GPUs that have it, fp16 autocast with a gradient scaler on the
-others, fp32 on the CPU) | fp32 | bf16 | fp16. Weights and optimizer state stay fp32 in every
-case: autocast runs the matmuls in the lower precision only.
+precision: auto (each task as its source trained: fp32, except a task whose source trained in
+mixed precision (abacus), which gets bf16 autocast on GPUs that have it and fp16 autocast with
+a gradient scaler on the others; fp32 on the CPU) | fp32 | bf16 | fp16 (every task).
+Weights and optimizer state stay fp32 in every case: autocast runs the matmuls in the lower
+precision only.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def resolve_precision(precision: str, device: str) -> str:
+def resolve_precision(precision: str, device: str, source: str = "fp32") -> str:
+    """`source`: the task's own precision (TaskBase.precision), fp32 or mixed."""
     import torch
 
     if precision == "auto":
-        if device != "cuda":
+        if device != "cuda" or source == "fp32":
             return "fp32"
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     if precision == "fp16" and device == "cpu":
@@ -50,10 +53,12 @@ def autocast(device_type: str, precision: str):
     return torch.autocast(device_type, dtype=dtype)
 
 
-def placement(params: dict) -> tuple[str, str]:
-    """(device, precision) the params ask for, resolved on this machine."""
+def placement(params: dict, task: str) -> tuple[str, str]:
+    """(device, precision) the params ask for `task`, resolved on this machine."""
+    from arithrepro.tasks import TASKS
+
     device = resolve_device(params["device"])
-    return device, resolve_precision(params["precision"], device)
+    return device, resolve_precision(params["precision"], device, TASKS[task].precision)
 
 
 def to_device(device, *tensors):

@@ -227,7 +227,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
         opt, lambda s: lr_factor(s, total, warmup, cfg.schedule))
     s = {"step": 0, "best_val_loss": math.inf, "best_step": -1, "best_state": None,
          "train_curve": [], "val_curve": [], "seconds": 0.0, "tokens": 0}
-    resumed = _resume(checkpoint, fingerprint, model, opt, sched, scaler, s)
+    resumed = _resume(checkpoint, fingerprint, model, opt, sched, scaler, s, rank)
 
     pending: list[tuple[dict, torch.Tensor]] = []  # steps whose loss is still on the device
 
@@ -311,19 +311,23 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
         sched.step()
         s["step"] += 1
         pending.append(({"step": s["step"], "epoch": epoch, "loss": None, "lr": lr}, loss.detach()))
-        if len(pending) >= cfg.sync_every or s["step"] == total:
+        boundary = batches.epoch_end(step) if cfg.validate_epochs else s["step"] == total
+        validating = boundary or (cfg.val_every and s["step"] % cfg.val_every == 0)
+        saving = s["step"] % cfg.checkpoint_every == 0 or boundary
+        # a validation or checkpoint reads back what is queued: wait for it here, so that the
+        # training work the device still runs counts as training time, not theirs
+        if len(pending) >= cfg.sync_every or s["step"] == total or validating or saving:
             sync()
         # Host time per step: on a GPU it is the time to queue the step unless a sync waited
-        # in it; the total over the run is right either way, as the end waits for all of it.
+        # in it; the total over the run is right either way, as every sync waits for all of it.
         dt = time.perf_counter() - t0
         s["seconds"] += dt
         s["tokens"] += tokens
-        boundary = batches.epoch_end(step) if cfg.validate_epochs else s["step"] == total
-        if boundary or (cfg.val_every and s["step"] % cfg.val_every == 0):
+        if validating:
             validate(epoch)
         if bar is not None:
             bar.update(1)
-        if s["step"] % cfg.checkpoint_every == 0 or boundary:
+        if saving:
             save(finished=False)
         if halt_after is not None and s["step"] >= halt_after:
             sync()
@@ -363,12 +367,51 @@ def _world() -> tuple[int, int]:
     return 0, 1
 
 
-def _resume(checkpoint: Path, fingerprint: str, model, opt, sched, scaler, s: dict) -> bool:
+# What a checkpoint must hold to be resumed, besides the loop's state (scaler and cuda_rng may
+# be absent).
+CHECKPOINT_KEYS = ("model", "optimizer", "scheduler", "rng")
+
+
+def _resume(checkpoint: Path, fingerprint: str, model, opt, sched, scaler, s: dict,
+            rank: int = 0) -> bool:
+    """Restore an unfinished run with this fingerprint from `checkpoint`. One that cannot be
+    read or does not fit is set aside and the run starts from step 0: a damaged file must
+    neither block the run nor be lost."""
     if not checkpoint.is_file():
         return False
-    ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    try:
+        ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    except Exception as err:  # a cut-short zip, random bytes, a pickle of something else
+        return _set_aside(checkpoint, f"unreadable ({err})", rank)
+    if not isinstance(ck, dict):
+        return _set_aside(checkpoint, f"not a checkpoint (a {type(ck).__name__})", rank)
     if ck.get("fingerprint") != fingerprint or ck.get("finished"):
         return False  # another configuration, or a finished run: start afresh
+    missing = [k for k in (*CHECKPOINT_KEYS, *s) if k not in ck]
+    if missing:
+        return _set_aside(checkpoint, f"no {', '.join(missing)}", rank)
+    before = _snapshot(model, opt, sched, scaler)
+    try:
+        _restore(ck, model, opt, sched, scaler)
+    except Exception as err:
+        # a load that failed part way (load_state_dict copies the weights that fit before it
+        # raises) must not leave the fresh run half-restored
+        _restore(before, model, opt, sched, scaler)
+        return _set_aside(checkpoint, f"does not fit this run ({err})", rank)
+    s.update({key: ck[key] for key in s})
+    return True
+
+
+def _snapshot(model, opt, sched, scaler) -> dict:
+    """The objects' state laid out as a checkpoint, to undo a resume that failed."""
+    return {"model": {k: v.detach().clone() for k, v in model.state_dict().items()},
+            "optimizer": copy.deepcopy(opt.state_dict()),
+            "scheduler": copy.deepcopy(sched.state_dict()),
+            "scaler": copy.deepcopy(scaler.state_dict()), "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def _restore(ck: dict, model, opt, sched, scaler) -> None:
     model.load_state_dict(ck["model"])
     opt.load_state_dict(ck["optimizer"])
     sched.load_state_dict(ck["scheduler"])
@@ -377,9 +420,19 @@ def _resume(checkpoint: Path, fingerprint: str, model, opt, sched, scaler, s: di
     torch.set_rng_state(ck["rng"])
     if ck.get("cuda_rng") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(ck["cuda_rng"])
-    for key in s:
-        s[key] = ck[key]
-    return True
+
+
+def _set_aside(checkpoint: Path, problem: str, rank: int) -> bool:
+    """Rename a checkpoint that cannot be resumed, with one warning; returns False (not resumed)."""
+    if rank == 0:  # every rank reads the same file; one moves it
+        import warnings
+
+        from arithrepro.io import one_line, set_aside
+
+        moved = set_aside(checkpoint, "unreadable")
+        warnings.warn(f"{checkpoint}: {one_line(problem)}; moved to {moved}, training from "
+                      "step 0", stacklevel=4)
+    return False
 
 
 def _bar(total: int, done: int, enabled: bool, resumed: bool):

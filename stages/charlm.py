@@ -13,21 +13,39 @@ from pathlib import Path
 import click
 
 from arithrepro.stages.common import (code_hash, done, fingerprint, friendly_errors,
-                                     params_option, placement, paths)
+                                     memo_finished, params_option, placement, paths)
 
 CODE = ("train.py", "models", "tasks/charlm.py")
+# What a memo cell must hold to be reused: record.json's keys the stages read, and the CSVs'
+# columns.
+MEMO = (("task", "model", "seed", "best_val_loss"),
+        {"curves.csv": ("step", "loss"), "val.csv": ("step", "val_loss")})
 
 
 def _corpus(data_dir: Path):
-    from arithrepro.io import read_json
+    import hashlib
+
+    from arithrepro.io import ArtifactError, read_json
     from arithrepro.tasks.charlm import Vocab
 
     meta, text = data_dir / "meta.json", data_dir / "corpus.txt"
     for f in (meta, text):
         if not f.is_file():
             raise FileNotFoundError(f"{f}: missing; run `arithrepro charlm-corpus` first")
-    m = read_json(meta)
-    return text.read_text(encoding="utf-8"), Vocab(m["vocab"]), m
+    m = read_json(meta, ("source", "chars", "vocab", "vocab_size", "sha256"))
+    if not (isinstance(m["vocab"], list) and all(isinstance(c, str) and len(c) == 1
+                                                 for c in m["vocab"])):
+        raise ArtifactError(meta, "vocab is not a list of characters")
+    try:
+        corpus = text.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ArtifactError(text, f"not UTF-8 text ({err})") from None
+    # a corpus cut short or changed since its meta.json was written would train on other text;
+    # the file's bytes are the text written unless newlines were translated (on Windows)
+    if m["sha256"] not in {hashlib.sha256(text.read_bytes()).hexdigest(),
+                           hashlib.sha256(corpus.encode()).hexdigest()}:
+        raise ArtifactError(text, f"its sha256 is not the one in {meta}")
+    return corpus, Vocab(m["vocab"]), m
 
 
 @click.command("charlm-corpus")
@@ -80,7 +98,7 @@ def charlm_train(params_path: str) -> None:
     params = config.load(params_path)
     m = merged(params)
     text, vocab, meta = _corpus(paths.data("charlm"))
-    device, precision = placement(params)
+    device, precision = placement(params, "charlm")
     code = code_hash(CODE)
     out = {"records": paths.record("charlm"), "curves": paths.plots / "charlm" / "curves",
            "val": paths.plots / "charlm" / "val", "models": paths.run("charlm", "models")}
@@ -93,7 +111,7 @@ def charlm_train(params_path: str) -> None:
                           m["corpus"]["val_frac"], m["corpus"]["seed"], meta["sha256"], precision,
                           params["compile"], code)
         cell = Path("runs/charlm/cells") / key
-        if not (cell / "record.json").is_file():
+        if not memo_finished(cell, *MEMO):
             click.echo(f"[{i + 1}/{len(todo)}] {run.name}", err=True)
             _train(run, m, text, vocab, cell, device, precision, params["compile"])
             trained += 1
@@ -141,11 +159,16 @@ def _train(run, m: dict, text: str, vocab, cell: Path, device: str, precision: s
 
     from arithrepro.io import save_torch, write_frame, write_json
     from arithrepro.models.lm import count_params
+    from arithrepro.provenance import provenance
     from arithrepro.train import fit
 
     t = m["train"]
     net, dims, data, cfg, batches, valid = setup(run, m, vocab.encode(text), vocab.size, device,
                                                  precision, compile_)
+    # model_name is left out: a cell is shared by the names of one architecture
+    read = {"model": run.model, "size": run.size, "seq_length": run.seq_length, "steps": run.steps,
+            "seed": run.seed, "train": t, "corpus": m["corpus"]}
+    origin = provenance(read, device=device, precision=precision, compiled=compile_)
     result = fit(net, batches, valid, cfg, cell / "checkpoint.pt", cell.name)
     val = pd.DataFrame(result["val_curve"]).drop(columns="epoch")
     final = float(val["val_loss"].iloc[-1])
@@ -156,7 +179,7 @@ def _train(run, m: dict, text: str, vocab, cell: Path, device: str, precision: s
               "best_bpc": result["best_val_loss"] / math.log(2),
               "train_seconds": result["train_seconds"], "tokens_per_s": result["tokens_per_s"],
               "vocab_size": vocab.size, "train_chunks": len(data.train),
-              "val_chunks": len(data.val)}
+              "val_chunks": len(data.val), "provenance": {"train": origin}}
     write_frame(cell / "curves.csv", pd.DataFrame(result["train_curve"])[["step", "loss"]])
     write_frame(cell / "val.csv", val)
     save_torch(cell / "model.pt", {"model": run.model, "size": run.size,
@@ -253,7 +276,7 @@ def charlm_compute(params_path: str) -> None:
     params = config.load(params_path)
     m = merged(params)
     _, vocab, _ = _corpus(paths.data("charlm"))
-    device, _ = placement(params)
+    device, _ = placement(params, "charlm")
     lengths = sorted({r["seq_length"] for r in m["runs"]})
     rows = []
     for T in lengths:

@@ -10,6 +10,7 @@ import click
 
 from arithrepro.config import ParamsError
 from arithrepro.device import placement  # noqa: F401 - the stages' one way to pick device and precision
+from arithrepro.io import ArtifactError
 
 
 class paths:
@@ -64,18 +65,29 @@ def cell_options(f):
 
 
 def friendly_errors(f):
-    """Expected failures end as one line on stderr and a non-zero exit, without a traceback."""
+    """Expected failures end as one line on stderr and a non-zero exit, without a traceback;
+    a damaged file's line names the command that rebuilds it."""
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
+        import warnings
+
         from arithrepro.train import NonFiniteLoss
 
+        # a warning is one line too (Python's default adds the source line that raised it)
+        shown = warnings.formatwarning
+        warnings.formatwarning = lambda message, *_, **__: f"warning: {message}\n"
         try:
             return f(*args, **kwargs)
         except ParamsError as err:
             _die(f"params: {err}", 2)
+        except ArtifactError as err:
+            rebuild = err.rebuild or rebuild_command(err.path)
+            _die(str(ArtifactError(err.path, err.problem, rebuild)), 1)
         except (FileNotFoundError, NonFiniteLoss, ValueError) as err:
             _die(str(err), 1)
+        finally:
+            warnings.formatwarning = shown
 
     return wrapper
 
@@ -83,6 +95,49 @@ def friendly_errors(f):
 def _die(message: str, code: int) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def rebuild_command(path) -> str | None:
+    """The DVC command that writes `path` again, read off the layout above (None for a file no
+    stage writes, such as a memo cell's)."""
+    path = Path(path)
+    if path.is_absolute():
+        try:
+            path = path.relative_to(Path.cwd())
+        except ValueError:
+            return None
+    stage = _producer(path.parts)
+    return f"dvc repro -f -s {stage}" if stage else None
+
+
+def _producer(parts: tuple[str, ...]) -> str | None:
+    """The DVC stage (as dvc.yaml names it) whose outputs include the file at `parts`."""
+    cell = Path(parts[-1]).stem if parts else ""
+    match parts:
+        case ("data", "charlm", *_):
+            return "charlm-corpus"
+        case ("data", task, *_):
+            return f"generate-datasets@{task}"
+        case ("runs", "modular", "cells", *_) | ("runs", "charlm", "cells", *_):
+            return None  # memo cells: a stage trains a damaged one again by itself
+        case ("runs", "modular", study, _) | ("metrics" | "plots", "modular", _, study, _):
+            return f"modular-study@{study}"
+        case ("runs", "charlm", "models", _) | ("metrics", "charlm", "runs", _) | (
+                "plots", "charlm", "curves" | "val", _):
+            return "charlm-train"
+        case ("metrics", "charlm", "samples.md") | ("plots", "charlm", "attention", _):
+            return "charlm-sample"
+        case ("metrics", "charlm", "compute.csv" | "compute.md"):
+            return "charlm-compute"
+        case ("runs", task, cell, _):
+            return f"train-{task}@{cell}"
+        case ("plots", task, "curves" | "val", _):
+            return f"train-{task}@{cell}"
+        case ("plots", task, "eval", _) | ("metrics", task, "runs", _):
+            return f"evaluate-{task}@{cell}"
+        case ("metrics", "summary.csv" | "summary.json"):
+            return "aggregate-tables"
+    return None
 
 
 def done(message: str) -> None:
@@ -114,3 +169,39 @@ def fingerprint(*parts) -> str:
     import json
 
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def data_params(params: dict, task: str) -> dict:
+    """A grid task's data keys as its stages read them: <task>.data under the profile's data
+    block (the params a record's hash covers, beside the model and the loop)."""
+    from arithrepro.config import profile_block
+
+    return {**params[task].get("data", {}), **profile_block(params, task).get("data", {})}
+
+
+def memo_finished(cell: Path, keys: tuple[str, ...], tables: dict[str, tuple[str, ...]]) -> bool:
+    """Whether a memo cell (runs/<task>/cells/<fingerprint>) holds a finished result to reuse:
+    record.json, written last, a JSON object with `keys`; each CSV of `tables` readable with its
+    columns; model.pt a saved model. A cell that is not is trained again, never trusted: one that
+    looked finished loses its record.json (so only a completed retraining marks it again), with
+    a warning."""
+    from arithrepro.io import read_frame, read_json
+    from arithrepro.models import read_saved
+
+    record = cell / "record.json"
+    if not record.is_file():
+        return False
+    try:
+        for name in (*tables, "model.pt"):
+            if not (cell / name).is_file():
+                raise ArtifactError(cell / name, "missing")
+        read_json(record, keys)
+        for name, columns in tables.items():
+            if read_frame(cell / name, columns).empty:
+                raise ArtifactError(cell / name, "no rows")
+        read_saved(cell / "model.pt")
+    except ArtifactError as err:
+        click.echo(f"warning: {err}; training the cell again", err=True)
+        record.unlink()
+        return False
+    return True

@@ -11,7 +11,9 @@ from typing import Callable
 
 import click
 
-from arithrepro.stages.common import friendly_errors, params_option, placement
+from arithrepro.device import resolve_device, resolve_precision
+from arithrepro.stages.common import friendly_errors, params_option
+from arithrepro.tasks import TASKS
 
 # The charlm timing corpus: random characters, as the real corpus (TinyStories) may be out of
 # reach; the vocabulary only sizes the embedding and the output layer.
@@ -60,15 +62,17 @@ def estimate(params_path: str, profiles: tuple, tasks: tuple, steps: int, warmup
         if p not in params["profiles"]:
             raise config.ParamsError(f"profiles.{p}: not in {params_path} (--profile {p}); "
                                      f"allowed: {', '.join(params['profiles'])}")
-    device, precision = placement(params)
-    where = f"{device}, {precision}, {'compiled' if params['compile'] else 'eager'}"
+    device = resolve_device(params["device"])
+    precisions = {t: resolve_precision(params["precision"], device, task.precision)
+                  for t, task in TASKS.items()}
+    where = (f"{device}, {_precision_note(precisions)}, "
+             f"{'compiled' if params['compile'] else 'eager'}")
     timings: dict[str, Timing] = {}
     report, out = [], {}
     for profile in profiles or list(params["profiles"]):
-        p = {**params, "profile": profile}
+        p = config.with_profile(params, profile)
         rows = []
-        for job in _jobs(p, tasks or ("expr", "abacus", "looped", "modular", "charlm"),
-                         device, precision):
+        for job in _jobs(p, tasks or tuple(TASKS), device, precisions):
             net, batches, cfg, validation = job.build()
             if job.key not in timings:
                 click.echo(f"estimate: timing {profile} {job.task} {job.label}", err=True)
@@ -88,7 +92,7 @@ def estimate(params_path: str, profiles: tuple, tasks: tuple, steps: int, warmup
         click.echo(f"| {profile} | {sum(r['runs'] for r in rows)} | "
                    f"{hours(sum(r['total_s'] for r in rows))} |")
     if json_path:
-        write_json(json_path, {"device": device, "precision": precision,
+        write_json(json_path, {"device": device, "precision": precisions,
                                "compile": params["compile"], "warmup": warmup, "steps": steps,
                                "profiles": out})
 
@@ -109,15 +113,22 @@ def _table(profile: str, rows: list, hours) -> str:
     return "\n".join(lines)
 
 
-def _jobs(params: dict, tasks, device: str, precision: str):
+def _precision_note(precisions: dict) -> str:
+    kinds = set(precisions.values())
+    if len(kinds) == 1:
+        return kinds.pop()
+    return ", ".join(f"{t} {p}" for t, p in precisions.items())
+
+
+def _jobs(params: dict, tasks, device: str, precisions: dict):
     """Every run shape of the params' profile, task by task."""
     for task in tasks:
-        if task in ("expr", "abacus", "looped"):
-            yield from _grid_jobs(params, task, device, precision)
+        if TASKS[task].grid:
+            yield from _grid_jobs(params, task, device, precisions[task])
         elif task == "modular":
-            yield from _modular_jobs(params, device, precision)
+            yield from _modular_jobs(params, device, precisions[task])
         else:
-            yield from _charlm_jobs(params, device, precision)
+            yield from _charlm_jobs(params, device, precisions[task])
 
 
 def _grid_jobs(params: dict, task: str, device: str, precision: str):

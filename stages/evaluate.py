@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import (cell_options, done, friendly_errors,
+from arithrepro.stages.common import (cell_options, data_params, done, friendly_errors,
                                      params_option, placement, paths)
 
 
@@ -30,6 +30,7 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     from arithrepro import config
     from arithrepro.io import read_json, write_frame, write_json
     from arithrepro.models import load_model
+    from arithrepro.provenance import provenance
     from arithrepro.tasks import TASKS
 
     params = config.load(params_path)
@@ -40,15 +41,24 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     if not ckpt.is_file():
         raise FileNotFoundError(f"{ckpt}: missing; run `arithrepro train` for this cell first")
     net, _ = load_model(ckpt)
-    device, _ = placement(params)
+    device, _ = placement(params, task)
     net.to(device).eval()
-    record = dict(read_json(run_dir / "train.json"))
+    summary = run_dir / "train.json"
+    if not summary.is_file():
+        raise FileNotFoundError(f"{summary}: missing; run `arithrepro train` for this cell first")
+    record = dict(read_json(summary, ("task", "model", "size", "seed")))
+    origin = record.pop("provenance", {})  # the training's, put back last beside this run's
+    # scoring runs without autocast, in fp32 whatever the training's precision
+    origin["evaluate"] = provenance({"eval": config.profile_block(params, task).get("eval"),
+                                     "data": data_params(params, task)},
+                                    device=device, precision="fp32")
     t0 = time.perf_counter()
     with tqdm(total=t.eval_count(params, net), desc=f"evaluate {task} {c.name}", unit="problem",
               dynamic_ncols=True) as bar:
         metrics, rows = t.evaluate(net, params, paths.data(task), device, progress=bar.update)
     record.update(metrics)
     record["eval_seconds"] = time.perf_counter() - t0
+    record["provenance"] = origin
     write_frame(paths.evaluation(task, c.name), pd.DataFrame(rows))
     write_json(paths.record(task, c.name), record)
     shown = ", ".join(f"{k} {100 * record[k]:.2f} %" for k in t.headline if k in record)

@@ -40,9 +40,9 @@ def modular_attention(params_path: str) -> None:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run `arithrepro modular-study --study "
                                     f"{a['study']}` first")
-        records[r.name] = read_json(path)
+        records[r.name] = read_json(path, ("val_acc", "val_loss"))
     best = max(runs, key=lambda r: (records[r.name]["val_acc"], -records[r.name]["val_loss"]))
-    net, saved = load_model(paths.run("modular", a["study"]) / f"{best.name}.pt")
+    net, saved = load_model(paths.run("modular", a["study"]) / f"{best.name}.pt", ("vocab",))
     net.eval()
     vocab = saved["vocab"]
     c = best.config

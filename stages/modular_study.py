@@ -15,10 +15,15 @@ from pathlib import Path
 import click
 
 from arithrepro.stages.common import (code_hash, done, fingerprint, friendly_errors,
-                                     params_option, placement, paths)
+                                     memo_finished, params_option, placement, paths)
 
 # The code a cell's result depends on (in the arithrepro package): a change to any of it retrains.
 CODE = ("train.py", "models", "tasks/modular.py")
+# What a memo cell must hold to be reused: record.json's keys the stages read, and the CSVs'
+# columns.
+MEMO = (("task", "model", "seed", "val_acc", "val_loss"),
+        {"curves.csv": ("step", "train_loss", "val_loss", "train_acc", "val_acc"),
+         "steps.csv": ("step", "loss")})
 
 
 @click.command("modular-study")
@@ -48,7 +53,7 @@ def modular_study(params_path: str, study: str) -> None:
     if study not in STUDIES:
         raise config.ParamsError(f"--study = {study!r}: expected one of {', '.join(STUDIES)}")
     runs = study_runs(params, study)
-    device, precision = placement(params)
+    device, precision = placement(params, "modular")
     code = code_hash(CODE)
     out = {"records": paths.record("modular") / study, "curves": paths.plots / "modular" / "curves" / study,
            "steps": paths.plots / "modular" / "steps" / study, "models": paths.run("modular", study)}
@@ -57,7 +62,7 @@ def modular_study(params_path: str, study: str) -> None:
     trained, records = 0, {}
     for i, run in enumerate(runs):
         cell = Path("runs/modular/cells") / _fingerprint(run, code, precision, params["compile"])
-        if not (cell / "record.json").is_file():
+        if not memo_finished(cell, *MEMO):
             click.echo(f"[{i + 1}/{len(runs)}] {run.name}", err=True)
             _train(run, cell, device, precision, params["compile"])
             trained += 1
@@ -116,11 +121,14 @@ def _train(run, cell: Path, device: str, precision: str, compile_: bool) -> None
     import pandas as pd
 
     from arithrepro.io import save_torch, write_frame, write_json
+    from arithrepro.provenance import provenance
     from arithrepro.tasks.modular import Vocab, curve_metrics, embedding_params
     from arithrepro.train import fit
 
     c = run.config
     net, size, dims, data, cfg, batches = setup(run, device, precision, compile_)
+    origin = provenance({"model": run.model, "seed": run.seed, "config": run.config},
+                        device=device, precision=precision, compiled=compile_)
     result = fit(net, batches, data.evaluate, cfg, cell / "checkpoint.pt", cell.name)
     curve = result["val_curve"]
     record = {"task": "modular", "model": run.model, "size": run.label, "seed": run.seed,
@@ -134,7 +142,8 @@ def _train(run, cell: Path, device: str, precision: str, compile_: bool) -> None
         record.update({k: v for k, v in curve_metrics(sub, prefix=f"o{order}_").items()
                        if not k.startswith(f"o{order}_dt_")})
     record.update(param_norm=curve[-1]["param_norm"], train_seconds=result["train_seconds"],
-                  s_per_step=result["train_seconds"] / max(result["steps"], 1))
+                  s_per_step=result["train_seconds"] / max(result["steps"], 1),
+                  provenance={"train": origin})
     write_frame(cell / "curves.csv", pd.DataFrame(curve).drop(columns="epoch"))
     steps = pd.DataFrame(result["train_curve"])[["step", "loss"]]
     write_frame(cell / "steps.csv", steps)

@@ -17,16 +17,15 @@ def render_figures(params_path: str) -> None:
     abacus, looped: meta.json); params.yaml is only validated. Writes plots/<task>/*.png
     (abacus: also plots/abacus/heatmaps/<cell>.png).
     """
-    import pandas as pd
-
     from arithrepro import config
+    from arithrepro.io import read_frame
     from arithrepro.report.figures import figures
 
     config.load(params_path)
     src = paths.metrics / "summary.csv"
     if not src.is_file():
         raise FileNotFoundError(f"{src}: missing; run `arithrepro aggregate-tables` first")
-    summary = pd.read_csv(src)
+    summary = read_frame(src, ("task",))
     written = []
     for task, render in figures().items():
         rows = summary[summary["task"] == task]

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from arithrepro.stages.common import (cell_options, done, friendly_errors,
+from arithrepro.stages.common import (cell_options, data_params, done, friendly_errors,
                                      params_option, placement, paths)
 
 
@@ -34,12 +34,13 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     from arithrepro.io import save_torch, write_frame, write_json
     from arithrepro.models import build_model
     from arithrepro.models.lm import count_params
+    from arithrepro.provenance import provenance
     from arithrepro.tasks import TASKS
     from arithrepro.train import fit
 
     params = config.load(params_path)
     c = config.cell(params, task, model, size, seed)
-    device, precision = placement(params)
+    device, precision = placement(params, task)
     rank, world, device = _join_world(device)
     t = TASKS[task]
     data_dir = paths.data(task)
@@ -50,6 +51,8 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     net = build_model(model, arch["size"], dropout=arch["dropout"], **arch["dims"]).to(device)
     run_dir = paths.run(task, c.name)
     fingerprint = _fingerprint(arch, cfg, batches.steps, data_dir)
+    origin = provenance(_cell_params(params, task, arch, cfg), device=device, precision=precision,
+                        compiled=params["compile"])
     result = fit(net, batches, valid, cfg, run_dir / "checkpoint.pt", fingerprint)
     if world > 1:
         torch.distributed.destroy_process_group()
@@ -59,7 +62,8 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     save_torch(run_dir / "model.pt", {**arch, "state_dict": state})
     summary = {k: v for k, v in result.items() if not k.endswith("_curve")}
     write_json(run_dir / "train.json", {"task": task, "model": model, "size": size, "seed": seed,
-                                        "params": count_params(net), **summary})
+                                        "params": count_params(net), **summary,
+                                        "provenance": {"train": origin}})
     write_frame(paths.curves(task, c.name), pd.DataFrame(result["train_curve"]))
     write_frame(paths.val_curves(task, c.name), pd.DataFrame(result["val_curve"]))
     (run_dir / "checkpoint.pt").unlink(missing_ok=True)  # finished: nothing left to resume
@@ -75,14 +79,15 @@ def grid_cell(params: dict, task: str, model: str, size: str, seed: int, precisi
     """A grid cell's architecture {model, size, dropout, dims} and training loop config."""
     from arithrepro import config
     from arithrepro.tasks import TASKS
+    from arithrepro.tasks.common import loop_config
     from arithrepro.train import TrainConfig
 
     prof = config.profile_block(params, task)["train"]
-    loop = params[task]["train"]
+    loop = loop_config(params, task)
     m = params["models"][model]
     cfg = TrainConfig(lr=float(prof.get("lr", m["lr"])), seed=seed, optimizer=loop["optimizer"],
                       schedule=loop["schedule"], warmup_frac=float(loop["warmup_frac"]),
-                      weight_decay=float(loop["weight_decay"]),
+                      weight_decay=float(loop["weight_decay"]), restore_best=loop["keep"] == "best",
                       progressive=bool(loop.get("progressive", False)),
                       val_every=prof["val_every"], checkpoint_every=prof["checkpoint_every"],
                       eval_batch_size=4 * prof["batch_size"], precision=precision,
@@ -108,6 +113,17 @@ def _join_world(device: str) -> tuple[int, int, str]:
         device = f"cuda:{local}"
     torch.distributed.init_process_group("nccl" if device.startswith("cuda") else "gloo")
     return torch.distributed.get_rank(), world, device
+
+
+def _cell_params(params: dict, task: str, arch: dict, cfg) -> dict:
+    """The params a cell's result depends on: the model, the loop, the profile's budget (batch
+    size, epochs or steps) and the data."""
+    from dataclasses import asdict
+
+    from arithrepro import config
+
+    return {"arch": arch, "loop": asdict(cfg), "budget": config.profile_block(params, task)["train"],
+            "data": data_params(params, task)}
 
 
 def _fingerprint(arch: dict, cfg, steps: int, data_dir) -> str:

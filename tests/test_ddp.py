@@ -102,6 +102,10 @@ def test_torchrun_train_matches_a_single_process(tmp_path):
     assert "on 2 processes (cpu)" in out.stderr
     (one, m1), (two, m2) = results["one"], results["two"]
     assert one["steps"] == two["steps"]
+    # the same params on other process counts: the record tells them apart
+    origin = {k: r["provenance"]["train"] for k, r in (("one", one), ("two", two))}
+    assert (origin["one"]["processes"], origin["two"]["processes"]) == (1, 2)
+    assert origin["one"]["params_sha256"] == origin["two"]["params_sha256"]
     assert one["best_val_loss"] == pytest.approx(two["best_val_loss"], rel=1e-5)
     for k, a in m1["state_dict"].items():
         assert torch.allclose(a, m2["state_dict"][k], atol=1e-5, rtol=1e-4), k

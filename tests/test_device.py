@@ -19,6 +19,19 @@ def test_auto_picks_what_torch_sees():
     assert resolve_precision("bf16", "cpu") == "bf16"
 
 
+@pytest.mark.parametrize("bf16", [True, False])
+def test_auto_on_a_gpu_follows_each_tasks_source(monkeypatch, bf16):
+    """Only the abacus source trained in mixed precision; every other task stays fp32 on a GPU."""
+    from arithrepro.tasks import TASKS
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+    got = {t: resolve_precision("auto", "cuda", task.precision) for t, task in TASKS.items()}
+    mixed = "bf16" if bf16 else "fp16"
+    assert got == {"expr": "fp32", "abacus": mixed, "looped": "fp32", "modular": "fp32",
+                   "charlm": "fp32"}
+    assert resolve_precision("bf16", "cuda", "fp32") == "bf16"   # an explicit choice wins
+
+
 @pytest.mark.skipif(CUDA, reason="checks the error on a machine without CUDA")
 def test_cuda_without_a_gpu_is_one_line():
     with pytest.raises(config.ParamsError, match=r"^device = 'cuda': torch sees no CUDA device"):

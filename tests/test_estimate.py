@@ -18,9 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def smoke() -> dict:
-    params = config.load(ROOT / "params.yaml")
-    params["profile"] = "smoke"
-    return params
+    return config.with_profile(config.load(ROOT / "params.yaml"), "smoke")
 
 
 @pytest.mark.parametrize("changes", [

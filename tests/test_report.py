@@ -21,6 +21,12 @@ PARAMS = {
     "retran": {"small": 12_400, "medium": 48_200, "large": 352_000},
 }
 SEEDS = (0, 1)
+# Provenance blocks, cut to what the tables read (arithrepro.provenance writes more).
+GPU_RUN = {"commit": "ab" * 20, "dirty": False, "versions": {"torch": "2.13.0"}, "cpu": "AMD EPYC",
+           "cpu_capability": "AVX2", "device": "cuda", "gpu": "NVIDIA H100", "threads": 8,
+           "precision": "bf16", "params_sha256": "0" * 64}
+LAPTOP = {**GPU_RUN, "cpu": "Apple M2", "cpu_capability": "DEFAULT", "device": "cpu", "gpu": None,
+          "threads": 4, "precision": "fp32"}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -31,7 +37,9 @@ def _record(model: str, size: str, seed: int) -> dict:
             "test_acc": 0.2 + 0.05 * i + 0.013 * seed, "ood_acc": 0.01 * i + 0.004 * seed,
             "best_val_loss": 0.9 / (1 + i) + 0.0123 * seed,
             "train_seconds": 40.0 + 7 * i + 3.3 * seed, "steps": 312,
-            "tokens_per_s": 120_000.0 + 1_000 * seed}
+            "tokens_per_s": 120_000.0 + 1_000 * seed,
+            # seed 1 trained on a GPU and was scored on a laptop; seed 0 predates provenance
+            **({"provenance": {"train": GPU_RUN, "evaluate": LAPTOP}} if seed == 1 else {})}
 
 
 def _records() -> list[dict]:
@@ -72,8 +80,8 @@ def _cell(r: dict) -> str:
 
 
 def _metrics(r: dict) -> dict:
-    return {k: v for k, v in r.items()
-            if k not in tables.KEYS and not (isinstance(v, float) and math.isnan(v))}
+    return {k: v for k, v in r.items() if k not in tables.KEYS and k != "provenance"
+            and not (isinstance(v, float) and math.isnan(v))}
 
 
 # --- tables ------------------------------------------------------------------------------
@@ -106,6 +114,22 @@ def test_summary_csv_sorts_sizes_by_params_not_by_name(runs):
     expected += [("expr", "retran", s, seed) for s in PARAMS["retran"] for seed in SEEDS]
     expected += [("other", "gpt", "small", 3)]
     assert order == expected
+
+
+def test_summary_csv_ends_with_the_trainings_provenance_and_the_metrics_leave_it_out(
+        runs, metrics_dir):
+    assert list(runs.columns[-len(tables.PROVENANCE):]) == tables.PROVENANCE
+    assert not set(tables.PROVENANCE) & set(tables.metric_names(runs))
+    rows = tables.summary_csv(runs).set_index(["model", "size", "seed"])
+    assert rows.loc[("gpt", "small", 1), ["commit", "machine", "cpu_capability", "threads",
+                                          "precision"]].tolist() == \
+        ["ab" * 20, "NVIDIA H100", "AVX2", 8, "bf16"]  # the training's, not the laptop's
+    assert rows.loc[("gpt", "small", 0), ["commit", "machine"]].isna().all()
+    tables.write_all(metrics_dir, ["expr", "other"])
+    csv = pd.read_csv(metrics_dir / "summary.csv")
+    assert len(csv.columns) == len(runs.columns)  # a few columns, not the block flattened
+    assert "AVX2" not in (metrics_dir / "summary.json").read_text()
+    assert "commit" not in (metrics_dir / "expr.md").read_text()
 
 
 def _table(md: str) -> tuple[list[str], list[list[str]]]:
@@ -181,6 +205,7 @@ def test_default_metrics_put_common_ones_first_and_keep_new_ones(runs):
     ("gpt-small-0.json", json.dumps({**_record("gpt", "small", 0), "test_acc": "high"})),
     ("gpt-small-0.json", json.dumps({**_record("gpt", "small", 0), "test_acc": 41.3})),
     ("gpt-small-7.json", json.dumps(_record("gpt", "small", 0))),
+    ("gpt-small-0.json", json.dumps({**_record("gpt", "small", 0), "provenance": "laptop"})),
 ])
 def test_malformed_record_names_its_file(tmp_path, name, text):
     _write_records(tmp_path, [_record("lstm", "small", 0)])

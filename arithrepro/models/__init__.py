@@ -90,12 +90,47 @@ def build_model(name: str, size: dict, **kwargs) -> Any:
     return MODELS[name].build(size, **kwargs)
 
 
-def load_model(path) -> tuple[Any, dict]:
-    """A model saved as {model, size, dropout, dims, state_dict, ...} (on the CPU), and the
-    saved dict."""
+SAVED_KEYS = ("model", "size", "dropout", "dims", "state_dict")
+
+
+def read_saved(path, keys: tuple[str, ...] = ()) -> dict:
+    """The dict a trained model was saved as, {model, size, dropout, dims, state_dict, ...}
+    and `keys`, without building the model; ArtifactError if the file is anything else."""
     import torch
 
-    saved = torch.load(path, map_location="cpu", weights_only=False)
-    net = build_model(saved["model"], saved["size"], dropout=saved["dropout"], **saved["dims"])
-    net.load_state_dict(saved["state_dict"])
+    from arithrepro.io import ArtifactError
+
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # a cut-short zip, a pickle of something else, random bytes
+        raise ArtifactError(path, f"unreadable model file ({err})") from None
+    if not isinstance(saved, dict):
+        raise ArtifactError(path, f"not a saved model (a {type(saved).__name__})")
+    missing = [k for k in (*SAVED_KEYS, *keys) if k not in saved]
+    if missing:
+        raise ArtifactError(path, f"not a saved model (no {', '.join(missing)})")
+    if saved["model"] not in MODELS:
+        raise ArtifactError(path, f"saved model {saved['model']!r} is not one of "
+                                  f"{', '.join(MODELS)}")
+    return saved
+
+
+def load_model(path, keys: tuple[str, ...] = ()) -> tuple[Any, dict]:
+    """A model saved as {model, size, dropout, dims, state_dict, ...} (on the CPU), and the
+    saved dict, which must also hold `keys`."""
+    from arithrepro.io import ArtifactError
+
+    saved = read_saved(path, keys)
+    try:
+        net = build_model(saved["model"], saved["size"], dropout=saved["dropout"], **saved["dims"])
+    except Exception as err:
+        raise ArtifactError(path, f"cannot build the {saved['model']} it declares "
+                                  f"({err})") from None
+    try:
+        net.load_state_dict(saved["state_dict"])
+    except Exception as err:  # missing or unexpected weights, or other shapes
+        raise ArtifactError(path, f"its weights do not fit the {saved['model']} it declares "
+                                  f"({err})") from None
     return net, saved

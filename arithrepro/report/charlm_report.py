@@ -18,20 +18,25 @@ def _si(x: float) -> str:
 
 
 def compute_markdown(frame: pd.DataFrame, device: str) -> str:
-    """One table per T: the spec's FLOPs, the counted ones, sequential matmuls and measured time
-    per token, with FLOPs and time relative to the model with the fewest counted FLOPs."""
+    """One table per T: the formulas' FLOPs (and whose formula), the counted ones, sequential
+    matmuls and measured time per token, with FLOPs and time relative to the model with the
+    fewest counted FLOPs."""
     out = [f"# charlm compute: generating and training on T tokens (batch 1, {device})\n",
-           "FLOPs by the spec's formulas and as counted by torch (matmuls, head and attention "
-           "included); sequential matmuls by the spec's count; time = median seconds per token. "
+           "FLOPs by a formula and as counted by torch (matmuls, head and attention included); "
+           "the `formula` column says whose: the spec's (RNN with g = 1, transformer) or this "
+           "project's GRU extension (the spec's RNN formula with g = 3, one matrix per gate); "
+           "sequential matmuls by the same count; time = median seconds per token, the device "
+           "synchronized around each measurement. "
            "`x` columns: relative to the model with the fewest counted FLOPs at that T; where "
            "time grows much less (or more) than FLOPs, the FLOP count does not predict the cost.\n"]
     for T, rows in frame.groupby("T", sort=True):
         ref = rows.loc[rows["counted_train_flops"].idxmin()]
         out += [f"## T = {T}\n",
-                "| model | params | L | D | gen FLOPs (spec / counted) | train FLOPs (spec / counted) "
+                "| model | params | L | D | formula | gen FLOPs (formula / counted) "
+                "| train FLOPs (formula / counted) "
                 "| sequential matmuls (gen / train) | gen ms/token | train ms/token "
                 "| gen FLOPs x / time x | train FLOPs x / time x |",
-                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
         for _, r in rows.iterrows():
             gx = r["counted_gen_flops"] / ref["counted_gen_flops"]
             gt = r["gen_s_per_token"] / ref["gen_s_per_token"]
@@ -39,7 +44,7 @@ def compute_markdown(frame: pd.DataFrame, device: str) -> str:
             tt = r["train_s_per_token"] / ref["train_s_per_token"]
             out.append(
                 f"| {r['model']} ({r['arch']}) | {_si(r['params'])} | {r['layers']} | {r['d_model']} "
-                f"| {_si(r['formula_gen_flops'])} / {_si(r['counted_gen_flops'])} "
+                f"| {r.get('formula', 'spec')} | {_si(r['formula_gen_flops'])} / {_si(r['counted_gen_flops'])} "
                 f"| {_si(r['formula_train_flops'])} / {_si(r['counted_train_flops'])} "
                 f"| {r['seq_matmuls_gen']:,} / {r['seq_matmuls_train']:,} "
                 f"| {1e3 * r['gen_s_per_token']:.3f} | {1e3 * r['train_s_per_token']:.3f} "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from arithrepro.io import atomic_path
+from arithrepro.io import atomic_path, read_frame
 
 # Known architectures keep their colour whichever subset of them a figure shows.
 ARCH_NAMES = {"gpt": "GPT", "lstm": "LSTM", "retran": "ReTran"}
@@ -95,12 +95,7 @@ def _save(plt, fig, path: Path) -> Path:
 def _read_csv(path: Path, columns: set[str], producer: str) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing; run `arithrepro {producer}` first")
-    try:
-        frame = pd.read_csv(path)
-    except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
-        raise ValueError(f"{path}: unreadable CSV ({err})") from None
-    _require(frame, columns, str(path))
-    return frame
+    return read_frame(path, columns)
 
 
 def _require(frame: pd.DataFrame, columns: set[str], what: str) -> None:

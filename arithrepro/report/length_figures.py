@@ -20,7 +20,7 @@ def render_abacus(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
     heatmaps/<model>-<size>-mean.png, their mean) and ood_vs_recurrences.png."""
     eval_dir, data_dir, out_dir = Path(eval_dir), Path(data_dir), Path(out_dir)
     _require(summary, {"model", "size", "seed", "recurrences"}, "summary")
-    meta = read_json(data_dir / "meta.json")
+    meta = read_json(data_dir / "meta.json", ("grid_max", "max_digits"))
     cells = {f"{r.model}-{r.size}-{int(r.seed)}": r for r in summary.itertuples()}
     grids = {c: _read_csv(eval_dir / f"{c}.csv", {"recurrences", "n1", "n2", "accuracy"}, "evaluate")
              for c in cells}
@@ -135,7 +135,7 @@ def render_looped(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
     """accuracy_vs_digits.png: exact match and per-digit accuracy, standard vs looped."""
     eval_dir, data_dir, out_dir = Path(eval_dir), Path(data_dir), Path(out_dir)
     _require(summary, {"model", "size", "seed"}, "summary")
-    meta = read_json(data_dir / "meta.json")
+    meta = read_json(data_dir / "meta.json", ("train_digits", "variant"))
     frames = [_read_csv(eval_dir / f"{r.model}-{r.size}-{int(r.seed)}.csv",
                         {"digits", "accuracy", "digit_acc"}, "evaluate").assign(model=r.model, size=r.size)
               for r in summary.itertuples()]

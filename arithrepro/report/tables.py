@@ -1,8 +1,9 @@
 """Run records -> metrics/summary.{json,csv} and a markdown table per task.
 
 A run record is metrics/<task>/runs/<model>-<size>-<seed>.json: the keys task, model, size
-and seed, and any numeric metrics. Nothing here names a task's metrics, except to put the
-common ones first in the tables, so a new task's metrics flow through unchanged.
+and seed, any numeric metrics, and optionally a provenance block (arithrepro.provenance, per
+stage: {"train": {...}, "evaluate": {...}}). Nothing here names a task's metrics, except to put
+the common ones first in the tables, so a new task's metrics flow through unchanged.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from arithrepro.io import write_frame, write_json, write_text
+from arithrepro.io import ArtifactError, write_frame, write_json, write_text
 
 KEYS = ["task", "model", "size", "seed"]
 # Metrics shown first in the markdown tables; any others follow in record order.
@@ -24,6 +25,10 @@ PREFERRED = ["test_acc", "id_acc", "ood_acc", "final_val_loss", "best_val_loss",
 # Per-length / per-recurrence metrics: shown in their task's own table (EXTRA_TABLES), one row
 # per length or count, rather than as a dozen columns of the main table.
 FAMILY = re.compile(r"^(acc_len|digit_acc_len|acc_r|ood_r)\d+$")
+# The fields of a record's training provenance that tell two machines' runs apart: summary.csv
+# ends with them, summary.json and the markdown tables (metrics only) leave them out, and the
+# whole block stays in the record. machine: the GPU's name, else the CPU model.
+PROVENANCE = ["commit", "dirty", "machine", "cpu_capability", "threads", "precision"]
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -45,45 +50,62 @@ def _read_record(path: Path, task: str) -> dict:
     try:
         record = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: unreadable run record ({err})") from None
+        raise ArtifactError(path, f"unreadable run record ({err})") from None
     if not isinstance(record, dict):
-        raise ValueError(f"{path}: a run record must be a JSON object")
+        raise ArtifactError(path, "a run record must be a JSON object")
     missing = [k for k in KEYS if k not in record]
     if missing:
-        raise ValueError(f"{path}: run record lacks {', '.join(missing)}")
+        raise ArtifactError(path, f"run record lacks {', '.join(missing)}")
     _check_keys(path, record, task)
+    record = dict(record)
+    origin = record.pop("provenance", None)
     for name, value in record.items():
         if name not in KEYS:
             _check_metric(path, name, value)
-    return record
+    return {**record, **_provenance_columns(path, origin)}
+
+
+def _provenance_columns(path: Path, origin) -> dict:
+    """The PROVENANCE fields of the training's block; none for a record without one."""
+    if origin is None:
+        return {}
+    if not isinstance(origin, dict) or not isinstance(origin.get("train", {}), dict):
+        raise ArtifactError(path, "provenance must be an object of per-stage objects")
+    train = origin.get("train", {})
+    if not train:
+        return {}
+    fields = {**train, "machine": train.get("gpu") or train.get("cpu")}
+    return {k: fields.get(k) for k in PROVENANCE}
 
 
 def _check_keys(path: Path, record: dict, task: str) -> None:
     if record["task"] != task:
-        raise ValueError(f"{path}: task {record['task']!r} in a record of task {task!r}")
+        raise ArtifactError(path, f"task {record['task']!r} in a record of task {task!r}")
     if not isinstance(record["model"], str) or not isinstance(record["size"], str):
-        raise ValueError(f"{path}: model and size must be strings")
+        raise ArtifactError(path, "model and size must be strings")
     if isinstance(record["seed"], bool) or not isinstance(record["seed"], int):
-        raise ValueError(f"{path}: seed = {record['seed']!r} is not an integer")
+        raise ArtifactError(path, f"seed = {record['seed']!r} is not an integer")
     # The summary is keyed by the cell name; a record that disagrees with its file name would
     # silently replace another run's entry.
     cell = f"{record['model']}-{record['size']}-{record['seed']}"
     if path.stem != cell:
-        raise ValueError(f"{path}: the record is for cell {cell}, not {path.stem}")
+        raise ArtifactError(path, f"the record is for cell {cell}, not {path.stem}")
 
 
 def _check_metric(path: Path, name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{path}: metric {name!r} = {value!r} is not a number")
+        raise ArtifactError(path, f"metric {name!r} = {value!r} is not a number")
     # Tables and figures scale accuracies to percent; a record already in percent would
     # show as thousands of percent instead of failing.
     if is_accuracy(name) and (value < 0 or value > 1):
-        raise ValueError(f"{path}: {name} = {value!r} is not a fraction in [0, 1]")
+        raise ArtifactError(path, f"{name} = {value!r} is not a fraction in [0, 1]")
 
 
 def _frame(records: list[dict]) -> pd.DataFrame:
-    metrics = list(dict.fromkeys(k for r in records for k in r if k not in KEYS))
-    df = pd.DataFrame.from_records(records, columns=KEYS + metrics)
+    metrics = list(dict.fromkeys(k for r in records for k in r
+                                 if k not in KEYS and k not in PROVENANCE))
+    origin = [k for k in PROVENANCE if any(k in r for r in records)]
+    df = pd.DataFrame.from_records(records, columns=KEYS + metrics + origin)
     for name in metrics:
         present = [r[name] for r in records if name in r]
         # Tasks with different metrics leave gaps, which would turn an int column into floats;
@@ -96,7 +118,7 @@ def _frame(records: list[dict]) -> pd.DataFrame:
 
 
 def metric_names(df: pd.DataFrame) -> list[str]:
-    return [c for c in df.columns if c not in KEYS]
+    return [c for c in df.columns if c not in KEYS and c not in PROVENANCE]
 
 
 # --- summaries -------------------------------------------------------------------------------

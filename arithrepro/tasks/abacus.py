@@ -116,20 +116,22 @@ class AbacusTask(TaskBase):
     pad_id = PAD
     stop_id = END
     model_kind = "abacus-lm"
+    precision = "mixed"
 
     @classmethod
     def params_schema(cls) -> dict:
         return {
             **cls.grid_schema(),
-            "data": {"gen_seed": integer(0), "eval_seed": integer(0)},
+            "data": {"eval_seed": integer(0)},   # training samples: drawn from the run's seed
             "train": train_schema(progressive=boolean),
         }
 
-    @staticmethod
-    def profile_schema() -> dict:
+    @classmethod
+    def profile_schema(cls) -> dict:
         from arithrepro.models import MODELS
 
         return {
+            **cls.profile_grid_schema(),
             "data": {"max_digits": integer(1, 200), "grid_max": integer(1, 200),
                      "diagonal": list_of(integer(1, 1000), min_len=0), "per_cell": integer(1),
                      "n_valid": integer(1)},
@@ -200,10 +202,9 @@ class AbacusTask(TaskBase):
 
     def load(self, data_dir: Path, split: str):
         """A saved split as tensors: tokens (N, W), eq (N,), end (N,), n1 (N,), n2 (N,)."""
-        import pandas as pd
         import torch
 
-        frame = pd.read_parquet(self.require(data_dir, f"{split}.parquet"))
+        frame = self.read_split(data_dir, f"{split}.parquet", ("n1", "n2", "a", "b"))
         n1, n2 = frame["n1"].to_numpy().astype(np.int64), frame["n2"].to_numpy().astype(np.int64)
         width = int(max(n1.max(), n2.max()))
         a, _ = text_to_digits(frame["a"].to_numpy(), width)

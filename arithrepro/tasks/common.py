@@ -18,21 +18,40 @@ from pathlib import Path
 from arithrepro.config import (Optional, ParamsError, choice, fail, integer, list_of, number)
 
 
+LOOP_KEYS = ("optimizer", "schedule", "warmup_frac", "weight_decay", "keep")
+
+
 def train_schema(**extra) -> dict:
-    """<task>.train: the loop's settings that do not depend on the budget."""
+    """<task>.train: the loop's settings as the task's source states them (a profile may
+    override each of them in profiles.<p>.<task>.train, with its reason beside it)."""
     return {
         "optimizer": choice("lamb", "adam", "adamw"),
         "schedule": choice("linear", "constant"),
         "warmup_frac": number(0, 1, hi_open=True),
         "weight_decay": number(0),
+        "keep": choice("best", "last"),   # the state a run ends with: best validation, or last
         **extra,
     }
+
+
+def loop_overrides() -> dict:
+    """The loop settings a profile's train block may override."""
+    return {k: Optional(v) for k, v in train_schema().items()}
+
+
+def loop_config(params: dict, task: str) -> dict:
+    """<task>.train with the current profile's overrides of LOOP_KEYS."""
+    prof = params["profiles"][params["profile"]][task]["train"]
+    return {**params[task]["train"], **{k: prof[k] for k in LOOP_KEYS if k in prof}}
 
 
 class TaskBase:
     name = ""
     model_kind = "lm"
     grid = True   # trained and scored as <task>.models x <task>.sizes x <task>.seeds cells
+    # the precision the source trained in on a GPU (params precision: auto follows it):
+    # fp32, or mixed (bf16 autocast where the GPU has it, else fp16 with a gradient scaler)
+    precision = "fp32"
     headline = ("id_acc", "ood_acc")   # the metrics a stage's summary line shows
 
     @classmethod
@@ -47,28 +66,45 @@ class TaskBase:
         }
 
     @staticmethod
+    def profile_grid_schema() -> dict:
+        """profiles.<p>.<task>.{sizes,seeds}: the profile's grid, which conf/config.yaml makes
+        <task>.sizes and <task>.seeds when params.yaml is composed (README: profiles)."""
+        return {"sizes": list_of(lambda key, v: None if isinstance(v, str) else fail(key, v, "a size name")),
+                "seeds": list_of(integer(0, 2**31 - 1))}
+
+    @staticmethod
     def stream_train_schema() -> dict:
         """profiles.<p>.<task>.train for tasks that draw fresh samples every step."""
         return {"batch_size": integer(1), "steps": integer(1), "val_every": integer(1),
-                "checkpoint_every": integer(1), "lr": Optional(number(0, lo_open=True))}
+                "checkpoint_every": integer(1), "lr": Optional(number(0, lo_open=True)),
+                **loop_overrides()}
 
     @classmethod
     def check_grid(cls, params: dict) -> None:
-        """Every size of <task>.sizes exists for every model of <task>.models, and the merged
-        architecture (size + the profile's width) is consistent in every profile."""
+        """Every size of <task>.sizes and of each profile's grid exists for every model of
+        <task>.models, and the merged architecture (size + the profile's width) is consistent."""
         from arithrepro.config import architecture
         from arithrepro.models import MODELS
 
+        grids = {f"{cls.name}.sizes": params[cls.name]["sizes"],
+                 **{f"profiles.{p}.{cls.name}.sizes": block[cls.name]["sizes"]
+                    for p, block in params["profiles"].items()}}
         for model in params[cls.name]["models"]:
             known = params["models"][model]["sizes"]
-            for size in params[cls.name]["sizes"]:
-                if size not in known:
-                    raise ParamsError(f"{cls.name}.sizes: {size!r} is not a size of {model}; "
-                                      f"allowed: {', '.join(known)} (models.{model}.sizes)")
-                if MODELS[model].budget_fields:
-                    for profile in params["profiles"]:
-                        MODELS[model].check_size(f"profiles.{profile}.{cls.name}.model",
-                                                 architecture(params, cls.name, model, size, profile))
+            for key, sizes in grids.items():
+                for size in sizes:
+                    if size not in known:
+                        raise ParamsError(f"{key}: {size!r} is not a size of {model}; "
+                                          f"allowed: {', '.join(known)} (models.{model}.sizes)")
+            if not MODELS[model].budget_fields:
+                continue
+            for profile, block in params["profiles"].items():
+                sizes = set(block[cls.name]["sizes"])
+                if profile == params["profile"]:
+                    sizes |= set(params[cls.name]["sizes"])
+                for size in sorted(sizes):
+                    MODELS[model].check_size(f"profiles.{profile}.{cls.name}.model",
+                                             architecture(params, cls.name, model, size, profile))
 
     def train_batches(self, params: dict, data_dir: Path, seed: int, device):
         from arithrepro.train import StreamBatches
@@ -90,5 +126,19 @@ class TaskBase:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run `arithrepro generate-datasets` first")
         return path
+
+    @classmethod
+    def read_split(cls, data_dir: Path, name: str, columns: tuple[str, ...]):
+        """A data file as a DataFrame with at least `columns` (ArtifactError if damaged)."""
+        from arithrepro.io import read_frame
+
+        return read_frame(cls.require(data_dir, name), columns)
+
+    @classmethod
+    def read_meta(cls, data_dir: Path, keys: tuple[str, ...]) -> dict:
+        """meta.json as a dict with at least `keys` (ArtifactError if damaged)."""
+        from arithrepro.io import read_json
+
+        return read_json(cls.require(data_dir, "meta.json"), keys)
 
 

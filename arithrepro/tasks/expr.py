@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from arithrepro.config import Optional, ParamsError, choice, integer, number
-from arithrepro.tasks.common import TaskBase, train_schema
+from arithrepro.tasks.common import TaskBase, loop_overrides, train_schema
 
 VOCAB = ["<start>", "=", "<stop>", "<pad>", *"0123456789", "-", "+", "*", "(", ")"]
 START, EQ, STOP, PAD = 0, 1, 2, 3
@@ -104,14 +104,16 @@ class ExprTask(TaskBase):
             },
         }
 
-    @staticmethod
-    def profile_schema() -> dict:
+    @classmethod
+    def profile_schema(cls) -> dict:
         return {
+            **cls.profile_grid_schema(),
             "data": {"n_train": integer(1), "n_valid": integer(1), "n_test": integer(1),
                      "n_ood": integer(1),
                      **{k: Optional(integer(0 if k == "min_out" else 1)) for k in LENGTHS}},
             "train": {"batch_size": integer(1), "epochs": integer(1), "val_every": integer(0),
-                      "checkpoint_every": integer(1), "lr": Optional(number(0, lo_open=True))},
+                      "checkpoint_every": integer(1), "lr": Optional(number(0, lo_open=True)),
+                      **loop_overrides()},
             "eval": {"batch_size": integer(1)},
         }
 
@@ -177,14 +179,10 @@ class ExprTask(TaskBase):
         return {"vocab_size": len(VOCAB), "max_len": max(widths.values()), "pad_id": PAD}
 
     def load(self, data_dir: Path, split: str) -> Split:
-        import pandas as pd
         import torch
 
-        from arithrepro.io import read_json
-
-        path = self.require(data_dir, f"{split}.parquet")
-        widths = read_json(self.require(data_dir, "meta.json"))["widths"]
-        frame = pd.read_parquet(path)
+        widths = self.read_meta(data_dir, ("widths",))["widths"]
+        frame = self.read_split(data_dir, f"{split}.parquet", ("problem", "answer", "length"))
         ids = encode(frame["problem"].to_numpy(), frame["answer"].to_numpy(),
                      widths["ood" if split == "ood" else "in"])
         lengths = frame["length"].to_numpy().astype(np.int64)

@@ -52,13 +52,14 @@ class LoopedTask(TaskBase):
             **cls.grid_schema(),
             "data": {"variant": choice("decimal", "binary"), "train_digits": integer(1, 1000),
                      "eval_digits": list_of(integer(1, 1000)), "max_positions": integer(2, 10_000),
-                     "gen_seed": integer(0), "eval_seed": integer(0)},
+                     "eval_seed": integer(0)},   # training samples: drawn from the run's seed
             "train": train_schema(),
         }
 
     @classmethod
     def profile_schema(cls) -> dict:
-        return {"data": {"per_length": integer(1), "n_valid": integer(1)},
+        return {**cls.profile_grid_schema(),
+                "data": {"per_length": integer(1), "n_valid": integer(1)},
                 "train": cls.stream_train_schema(),
                 "eval": {"batch_size": integer(1)}}
 
@@ -107,13 +108,10 @@ class LoopedTask(TaskBase):
 
     def load(self, data_dir: Path, split: str) -> dict:
         """{digits: {"x": (N, T, 2), "y": (N, T)}} for each length in the split."""
-        import pandas as pd
         import torch
 
-        from arithrepro.io import read_json
-
-        meta = read_json(self.require(data_dir, "meta.json"))
-        frame = pd.read_parquet(self.require(data_dir, f"{split}.parquet"))
+        meta = self.read_meta(data_dir, ("base", "variant"))
+        frame = self.read_split(data_dir, f"{split}.parquet", ("digits", "a", "b"))
         out = {}
         for L, part in frame.groupby("digits", sort=True):
             a, b = (torch.from_numpy(_digits(part[c].to_numpy(), L)) for c in ("a", "b"))

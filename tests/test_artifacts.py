@@ -1,0 +1,436 @@
+"""Damaged files never block a run: a checkpoint that cannot be resumed is set aside and the run
+starts over; any other file a stage reads that is cut short or foreign stops the stage with one
+line naming it and the command that rebuilds it; a damaged memo cell is trained again."""
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+from click.testing import CliRunner
+
+from arithrepro import config
+from arithrepro.cli import main
+from arithrepro.io import ArtifactError
+from arithrepro.stages.common import rebuild_command
+from arithrepro.train import TrainConfig
+from tests.test_train import run
+
+ROOT = Path(__file__).resolve().parents[1]
+LOOPED = ["--task", "looped", "--model", "standard", "--size", "notebook", "--seed", "0"]
+RUN_DIR = Path("runs/looped/standard-notebook-0")
+REBUILD_TRAIN = "; rebuild it with `dvc repro -f -s train-looped@standard-notebook-0`"
+REBUILD_DATA = "; rebuild it with `dvc repro -f -s generate-datasets@looped`"
+TIMING = {"train_seconds", "s_per_step", "tokens_per_s", "provenance"}
+
+
+def torch_bytes(obj) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def cut(path: Path) -> None:
+    """Cut a file in half, as a copy or a write that stopped part way leaves it."""
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+
+
+# --- checkpoints -----------------------------------------------------------------------------
+
+CFG = TrainConfig(lr=0.01, seed=3, val_every=4, checkpoint_every=5)
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """An uninterrupted run, and the checkpoint a run killed after step 6 leaves (step 5's)."""
+    tmp = tmp_path_factory.mktemp("fresh")
+    straight = run(tmp / "straight", "lstm", CFG)
+    run(tmp / "halted", "lstm", CFG, halt_after=6)
+    return straight, (tmp / "halted" / "checkpoint.pt").read_bytes()
+
+
+def wrong_optimizer(real: bytes) -> bytes:
+    """A checkpoint whose model loads and whose optimizer then fails to."""
+    ck = torch.load(io.BytesIO(real), weights_only=False)
+    ck["optimizer"]["param_groups"] = []
+    return torch_bytes(ck)
+
+
+DAMAGED = {
+    "garbage": (lambda real: b"garbage\n", "unreadable (invalid literal"),
+    "truncated": (lambda real: real[:len(real) // 2], "unreadable (PytorchStreamReader"),
+    "not a dict": (lambda real: torch_bytes([1, 2, 3]), "not a checkpoint (a list)"),
+    "no state": (lambda real: torch_bytes({"fingerprint": "fp", "finished": False}),
+                 "no model, optimizer, scheduler, rng, step,"),
+    "half applied": (wrong_optimizer, "does not fit this run ("),
+}
+
+
+def resume_from(directory: Path, content: bytes):
+    """A run whose checkpoint.pt holds `content`: its (model, result) and the warnings about it."""
+    (directory / "checkpoint.pt").parent.mkdir(parents=True, exist_ok=True)
+    (directory / "checkpoint.pt").write_bytes(content)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = run(directory, "lstm", CFG)
+    return out, [str(w.message) for w in caught if "checkpoint.pt" in str(w.message)]
+
+
+def assert_same_run(a, b) -> None:
+    for (k, x), (_, y) in zip(a[0].state_dict().items(), b[0].state_dict().items()):
+        assert torch.equal(x, y), k
+    assert [r["loss"] for r in a[1]["train_curve"]] == [r["loss"] for r in b[1]["train_curve"]]
+    assert a[1]["val_curve"] == b[1]["val_curve"] and a[1]["steps"] == b[1]["steps"] == 12
+
+
+@pytest.mark.parametrize("kind", DAMAGED)
+def test_a_damaged_checkpoint_is_set_aside_and_the_run_starts_over(tmp_path, fresh, kind):
+    straight, real = fresh
+    make, problem = DAMAGED[kind]
+    content = make(real)
+    ck = tmp_path / "checkpoint.pt"
+    resumed, messages = resume_from(tmp_path, content)
+    assert len(messages) == 1, messages
+    assert messages[0].startswith(f"{ck}: {problem}") and "\n" not in messages[0]
+    assert messages[0].endswith(f"; moved to {ck}.unreadable, training from step 0")
+    assert (tmp_path / "checkpoint.pt.unreadable").read_bytes() == content
+    assert_same_run(straight, resumed)  # from step 0, exactly as if there was no checkpoint
+
+
+def test_a_second_damaged_checkpoint_keeps_the_first(tmp_path, fresh):
+    resume_from(tmp_path, b"garbage\n")
+    _, messages = resume_from(tmp_path, b"more garbage\n")
+    assert messages[0].endswith(f"moved to {tmp_path / 'checkpoint.pt.unreadable.1'}, training "
+                                "from step 0")
+    assert (tmp_path / "checkpoint.pt.unreadable").read_bytes() == b"garbage\n"
+    assert (tmp_path / "checkpoint.pt.unreadable.1").read_bytes() == b"more garbage\n"
+
+
+def test_a_good_checkpoint_still_resumes(tmp_path, fresh):
+    straight, real = fresh
+    resumed, messages = resume_from(tmp_path, real)
+    assert messages == [] and not (tmp_path / "checkpoint.pt.unreadable").exists()
+    assert_same_run(straight, resumed)
+
+
+# --- stages on a tiny workspace (smoke profile) ----------------------------------------------
+
+def write_params(dest: Path) -> None:
+    params = config.with_profile(config.load(ROOT / "params.yaml"), "smoke")
+    params["profiles"]["smoke"]["charlm"]["runs"] = [{"seq_length": 16, "steps": 6,
+                                                      "models": ["rnn"]}]
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
+
+
+@contextlib.contextmanager
+def inside(directory: Path):
+    cwd = os.getcwd()
+    os.chdir(directory)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+
+
+def cli(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def ok(*args):
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def one_error(result, starts: str, ends: str) -> None:
+    """The stage stopped with exactly one line on stderr: `error: <starts>...<ends>`."""
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    line = result.stderr.strip()
+    assert "\n" not in line, line
+    assert line.startswith(f"error: {starts}") and line.endswith(ends), line
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """looped's data and one trained cell (standard-notebook-0)."""
+    ws = tmp_path_factory.mktemp("trained")
+    write_params(ws)
+    with inside(ws):
+        ok("generate-datasets", "--task", "looped")
+        ok("train", *LOOPED)
+    return ws
+
+
+def _work_in_copy(src: Path, tmp_path: Path, monkeypatch) -> Path:
+    """A per-test copy of a module's trained workspace, made the working directory."""
+    dest = tmp_path / "ws"
+    shutil.copytree(src, dest)
+    monkeypatch.chdir(dest)
+    return dest
+
+
+@pytest.fixture
+def ws(trained, tmp_path, monkeypatch):
+    return _work_in_copy(trained, tmp_path, monkeypatch)
+
+
+def test_train_sets_a_garbage_checkpoint_aside_and_trains_from_step_0(ws, trained):
+    (RUN_DIR / "checkpoint.pt").write_text("garbage\n")
+    with pytest.warns(UserWarning) as caught:
+        ok("train", *LOOPED)
+    mine = [str(w.message) for w in caught if "checkpoint.pt" in str(w.message)]
+    assert mine == [f"{RUN_DIR / 'checkpoint.pt'}: unreadable (invalid literal for int() with "
+                    f"base 10: 'arbage\\n'); moved to {RUN_DIR / 'checkpoint.pt.unreadable'}, "
+                    "training from step 0"]
+    assert (RUN_DIR / "checkpoint.pt.unreadable").read_text() == "garbage\n"
+    assert not (RUN_DIR / "checkpoint.pt").exists()
+    before = torch.load(trained / RUN_DIR / "model.pt", weights_only=False)["state_dict"]
+    after = torch.load(RUN_DIR / "model.pt", weights_only=False)["state_dict"]
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_evaluate_stops_on_a_truncated_model_naming_its_rebuild(ws):
+    target = Path("runs/expr/gpt-small-0/model.pt")  # any task: the file is read before the data
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(RUN_DIR / "model.pt", target)
+    cut(target)
+    result = cli("evaluate", "--task", "expr", "--model", "gpt", "--size", "small", "--seed", "0")
+    one_error(result, f"{target}: unreadable model file (",
+              "; rebuild it with `dvc repro -f -s train-expr@gpt-small-0`")
+    assert not Path("metrics").exists() and not Path("plots/expr/eval").exists()
+
+
+def _saved() -> dict:
+    return torch.load(RUN_DIR / "model.pt", weights_only=False)
+
+
+def _fewer_weights() -> dict:
+    saved = _saved()
+    saved["state_dict"].pop(next(iter(saved["state_dict"])))
+    return saved
+
+
+def _other_shapes() -> dict:
+    saved = _saved()
+    saved["size"] = {**saved["size"], "d_model": saved["size"]["d_model"] * 2}
+    return saved
+
+
+FOREIGN = {
+    "a list": (lambda: [1, 2, 3], "not a saved model (a list)"),
+    "other keys": (lambda: {"weights": torch.zeros(3)},
+                   "not a saved model (no model, size, dropout, dims, state_dict)"),
+    "unknown model": (lambda: {**_saved(), "model": "mamba"}, "saved model 'mamba' is not one of"),
+    "missing weights": (_fewer_weights, "its weights do not fit the standard it declares (Error"),
+    "other shapes": (_other_shapes, "its weights do not fit the standard it declares (Error"),
+}
+
+
+@pytest.mark.parametrize("kind", FOREIGN)
+def test_evaluate_stops_on_a_foreign_model(ws, kind):
+    make, problem = FOREIGN[kind]
+    torch.save(make(), RUN_DIR / "model.pt")
+    one_error(cli("evaluate", *LOOPED), f"{RUN_DIR / 'model.pt'}: {problem}", REBUILD_TRAIN)
+    assert not Path("metrics").exists()
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('{"task": "looped", "model": "stan', "not valid JSON ("),
+    ("[]", "expected a JSON object, found list"),
+    ('{"task": "looped"}', "no key model, size, seed"),
+])
+def test_evaluate_stops_on_a_damaged_run_record(ws, text, problem):
+    (RUN_DIR / "train.json").write_text(text)
+    one_error(cli("evaluate", *LOOPED), f"{RUN_DIR / 'train.json'}: {problem}", REBUILD_TRAIN)
+    assert not Path("metrics").exists()
+
+
+@pytest.mark.parametrize("name, damage, problem", [
+    ("valid.parquet", cut, "unreadable Parquet ("),
+    ("meta.json", cut, "not valid JSON ("),
+    ("meta.json", lambda p: p.write_text('{"variant": "decimal"}'), "no key base"),
+    ("valid.parquet", lambda p: pd.DataFrame({"x": [1]}).to_parquet(p), "no column a, b, digits"),
+])
+def test_train_stops_on_a_damaged_dataset_before_writing(ws, name, damage, problem):
+    model = (RUN_DIR / "model.pt").read_bytes()
+    damage(Path("data/looped") / name)
+    one_error(cli("train", *LOOPED), f"data/looped/{name}: {problem}", REBUILD_DATA)
+    assert (RUN_DIR / "model.pt").read_bytes() == model
+    assert not (RUN_DIR / "checkpoint.pt").exists()
+
+
+def test_evaluate_stops_on_a_truncated_evaluation_set(ws):
+    cut(Path("data/looped/eval.parquet"))
+    result = cli("evaluate", *LOOPED)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: data/looped/eval.parquet: unreadable")
+    assert errors[0].endswith(REBUILD_DATA) and not Path("metrics").exists()
+
+
+def test_aggregate_stops_on_a_truncated_evaluation_record(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_params(tmp_path)
+    record = Path("metrics/expr/runs/gpt-small-0.json")
+    record.parent.mkdir(parents=True)
+    record.write_text('{"task": "expr", "model": "gpt", "si')
+    one_error(cli("aggregate-tables"), f"{record}: unreadable run record (",
+              "; rebuild it with `dvc repro -f -s evaluate-expr@gpt-small-0`")
+    assert not Path("metrics/summary.json").exists()
+
+
+@pytest.mark.parametrize("path, stage", [
+    ("runs/expr/gpt-small-0/model.pt", "train-expr@gpt-small-0"),
+    ("runs/looped/looped-notebook-1/train.json", "train-looped@looped-notebook-1"),
+    ("plots/abacus/curves/abacus-l2r2-0.csv", "train-abacus@abacus-l2r2-0"),
+    ("data/expr/test.parquet", "generate-datasets@expr"),
+    ("data/charlm/corpus.txt", "charlm-corpus"),
+    ("metrics/expr/runs/gpt-small-0.json", "evaluate-expr@gpt-small-0"),
+    ("plots/looped/eval/standard-notebook-0.csv", "evaluate-looped@standard-notebook-0"),
+    ("metrics/modular/runs/sanity/gpt-sin-sanity-0.json", "modular-study@sanity"),
+    ("runs/modular/data/gpt-sin-data.r0.3-0.pt", "modular-study@data"),
+    ("plots/modular/curves/size/gpt-sin-size.L1d8-0.csv", "modular-study@size"),
+    ("runs/charlm/models/rnn-s16-0.pt", "charlm-train"),
+    ("metrics/charlm/runs/rnn-s16-0.json", "charlm-train"),
+    ("plots/charlm/val/rnn-s16-0.csv", "charlm-train"),
+    ("metrics/summary.csv", "aggregate-tables"),
+])
+def test_every_read_file_maps_to_the_stage_that_writes_it(path, stage):
+    assert rebuild_command(path) == f"dvc repro -f -s {stage}"
+    assert rebuild_command(Path.cwd() / path) == f"dvc repro -f -s {stage}"
+
+
+def test_memo_cells_and_unknown_files_have_no_rebuild_command():
+    assert rebuild_command("runs/modular/cells/0123abcd/record.json") is None
+    assert rebuild_command("/elsewhere/model.pt") is None
+
+
+def test_a_figure_input_without_its_columns_names_the_file(tmp_path):
+    from arithrepro.report.figures import _read_csv
+
+    path = tmp_path / "gpt-small-0.csv"
+    path.write_text("length,acc")
+    with pytest.raises(ArtifactError, match="no column accuracy"):
+        _read_csv(path, {"length", "accuracy"}, "evaluate")
+
+
+# --- memo cells ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def memo(tmp_path_factory):
+    """The smoke profile's modular sanity study and one charlm run, trained."""
+    ws = tmp_path_factory.mktemp("memo")
+    write_params(ws)
+    with inside(ws):
+        ok("modular-study", "--study", "sanity")
+        ok("charlm-corpus")
+        ok("charlm-train")
+    return ws
+
+
+@pytest.fixture
+def memo_ws(memo, tmp_path, monkeypatch):
+    return _work_in_copy(memo, tmp_path, monkeypatch)
+
+
+def results(directory: Path) -> dict:
+    """Every output file under `directory`: CSVs as text, records without their timings."""
+    out = {}
+    for path in sorted(directory.rglob("*")):
+        if path.suffix == ".json":
+            out[path.name] = {k: v for k, v in json.loads(path.read_text()).items()
+                              if k not in TIMING}
+        elif path.suffix == ".csv":
+            out[path.name] = path.read_text()
+    return out
+
+
+def _drop_key(key: str):
+    def damage(path: Path) -> None:
+        record = json.loads(path.read_text())
+        del record[key]
+        path.write_text(json.dumps(record))
+    return damage
+
+
+MEMO_DAMAGE = {
+    "record not JSON": ("record.json", cut, "not valid JSON ("),
+    "record a list": ("record.json", lambda p: p.write_text("[1]"), "expected a JSON object"),
+    "record without val_acc": ("record.json", _drop_key("val_acc"), "no key val_acc"),
+    "curves gone": ("curves.csv", Path.unlink, "missing"),
+    "curves cut": ("curves.csv", lambda p: p.write_text("step,train_loss\n4,0.5\n"),
+                   "no column train_acc, val_acc, val_loss"),
+    "steps empty": ("steps.csv", lambda p: p.write_text(""), "unreadable CSV ("),
+    "model cut": ("model.pt", cut, "unreadable model file ("),
+}
+
+
+@pytest.mark.parametrize("kind", MEMO_DAMAGE)
+def test_a_damaged_modular_memo_cell_is_trained_again(memo_ws, memo, kind):
+    name, damage, problem = MEMO_DAMAGE[kind]
+    cell = sorted(Path("runs/modular/cells").iterdir())[0]
+    damage(cell / name)
+    result = ok("modular-study", "--study", "sanity")
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warned) == 1 and warned[0].startswith(f"warning: {cell / name}: {problem}")
+    assert warned[0].endswith("; training the cell again")
+    assert "2 cells (1 trained, 1 reused)" in result.stderr
+    for d in ("metrics/modular/runs/sanity", "plots/modular/curves/sanity",
+              "plots/modular/steps/sanity"):
+        assert results(Path(d)) == results(memo / d), d
+    # the retrained cell is whole again: the next run reuses both
+    assert "2 cells (0 trained, 2 reused)" in ok("modular-study", "--study", "sanity").stderr
+
+
+def test_an_unfinished_memo_cell_trains_without_a_warning(memo_ws):
+    cell = sorted(Path("runs/modular/cells").iterdir())[0]
+    (cell / "record.json").unlink()
+    result = ok("modular-study", "--study", "sanity")
+    assert "warning" not in result.stderr and "2 cells (1 trained, 1 reused)" in result.stderr
+
+
+@pytest.mark.parametrize("name, damage", [("record.json", cut), ("model.pt", cut),
+                                          ("val.csv", Path.unlink)])
+def test_a_damaged_charlm_memo_cell_is_trained_again(memo_ws, memo, name, damage):
+    (cell,) = Path("runs/charlm/cells").iterdir()
+    damage(cell / name)
+    result = ok("charlm-train")
+    assert f"warning: {cell / name}: " in result.stderr
+    assert "1 runs (1 trained, 0 reused)" in result.stderr
+    for d in ("metrics/charlm/runs", "plots/charlm/curves", "plots/charlm/val"):
+        assert results(Path(d)) == results(memo / d), d
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("corpus.txt", "its sha256 is not the one in data/charlm/meta.json"),
+    ("meta.json", "not valid JSON ("),
+])
+def test_charlm_stops_on_a_truncated_corpus(memo_ws, name, problem):
+    cut(Path("data/charlm") / name)
+    one_error(cli("charlm-train"), f"data/charlm/{name}: {problem}",
+              "; rebuild it with `dvc repro -f -s charlm-corpus`")
+
+
+def test_charlm_sample_stops_on_a_truncated_model(memo_ws):
+    model = Path("runs/charlm/models/rnn-s16-0.pt")
+    cut(model)
+    one_error(cli("charlm-sample"), f"{model}: unreadable model file (",
+              "; rebuild it with `dvc repro -f -s charlm-train`")
+    assert not Path("metrics/charlm/samples.md").exists()
+
+
+def test_modular_attention_stops_on_a_truncated_record(memo_ws):
+    record = Path("metrics/modular/runs/sanity/gpt-sin-sanity-0.json")
+    cut(record)
+    one_error(cli("modular-attention"), f"{record}: not valid JSON (",
+              "; rebuild it with `dvc repro -f -s modular-study@sanity`")
+    assert not Path("plots/modular/attention").exists()

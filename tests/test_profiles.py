@@ -1,0 +1,107 @@
+"""One switch picks a profile: params.yaml is conf/config.yaml composed, and the profile decides
+each grid task's sizes and seeds, so DVC's stage list follows it."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from arithrepro import config
+from arithrepro.stages.compose_params import compose_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def composed(tmp_path, *overrides) -> dict:
+    out = tmp_path / "params.yaml"
+    result = CliRunner().invoke(compose_params, [*overrides, "--conf", str(ROOT / "conf"),
+                                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return yaml.safe_load(out.read_text())
+
+
+def test_params_yaml_is_conf_composed(tmp_path):
+    """The committed params.yaml is what `dvc exp run` would compose (no drift between them)."""
+    assert composed(tmp_path) == yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+@pytest.mark.parametrize("profile", config.PROFILES)
+def test_each_profile_composes_its_own_grid(tmp_path, profile):
+    params = composed(tmp_path, f"profile={profile}")
+    assert params["profile"] == profile
+    for task in ("expr", "abacus", "looped"):
+        block = params["profiles"][profile][task]
+        assert (params[task]["sizes"], params[task]["seeds"]) == (block["sizes"], block["seeds"])
+    assert config.with_profile(yaml.safe_load((ROOT / "params.yaml").read_text()), profile) == params
+
+
+def test_paper_profile_is_the_sources_abacus(tmp_path):
+    params = composed(tmp_path, "profile=paper")
+    assert params["abacus"]["sizes"] == ["l8r2", "l1r16"]
+    assert params["models"]["abacus"]["sizes"]["l8r2"] == {"block_layers": 8, "recurrences": 2}
+    width = params["profiles"]["paper"]["abacus"]["model"]
+    assert (width["d_model"], width["d_ff"], width["heads"]) == (1024, 2048, 16)
+    assert params["profiles"]["paper"]["abacus"]["eval"]["recurrences"] == [1, 2, 8, 16, 32]
+    data = params["profiles"]["paper"]["abacus"]["data"]
+    assert (data["max_digits"], data["grid_max"], max(data["diagonal"])) == (20, 40, 100)
+    assert params["expr"]["sizes"] == ["small", "medium", "large"]
+
+
+def test_an_override_rides_on_the_profile(tmp_path):
+    params = composed(tmp_path, "profile=paper", "abacus.seeds=[0,1,2]")
+    assert params["abacus"]["seeds"] == [0, 1, 2] and params["abacus"]["sizes"] == ["l8r2", "l1r16"]
+
+
+def test_an_unknown_profile_or_key_is_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "params.yaml"
+    out.write_text("untouched\n")
+    for override, words in (("profile=gpu", "profiles.gpu"), ("bogus.key=1", "bogus.key")):
+        result = CliRunner().invoke(compose_params, [override, "--conf", str(ROOT / "conf"),
+                                                     "--out", str(out)])
+        assert result.exit_code == 2
+        assert result.output.startswith("error: params: ") and words in result.output
+        assert result.output.count("\n") == 1
+    assert out.read_text() == "untouched\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_dvc_lists_the_paper_cells(tmp_path):
+    """`dvc stage list` under the paper profile names the paper's abacus cells, no others."""
+    for name in ("dvc.yaml", "conf"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, tmp_path / name)
+    composed(tmp_path, "profile=paper")
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    dvc = str(Path(sys.executable).parent / "dvc")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([dvc, "init", "-q"], cwd=tmp_path, check=True, env=env)
+    listed = subprocess.run([dvc, "stage", "list", "--name-only"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, check=True).stdout.split()
+    abacus = sorted(s for s in listed if s.startswith("train-abacus@"))
+    assert abacus == ["train-abacus@abacus-l1r16-0", "train-abacus@abacus-l8r2-0"]
+    assert len([s for s in listed if s.startswith("train-expr@")]) == 3 * 3 * 3
+
+
+@pytest.mark.parametrize("profile,task,expected", [
+    # the sources: expr keeps its best-validation state; abacus (AdamW 1e-4, nothing else
+    # stated: AdamW's default decay, constant) and the looped notebook keep the last
+    ("paper", "expr", ("lamb", "linear", 0.1, 0.0, True)),
+    ("paper", "abacus", ("adamw", "constant", 0.0, 0.01, False)),
+    ("paper", "looped", ("adam", "constant", 0.0, 0.0, False)),
+    # the cpu profile's measured recipes (README)
+    ("cpu", "abacus", ("adamw", "linear", 0.02, 0.0, True)),
+    ("cpu", "looped", ("adam", "linear", 0.02, 0.0, True)),
+])
+def test_each_profile_trains_with_its_stated_loop(profile, task, expected):
+    from arithrepro.stages.train import grid_cell
+
+    params = config.with_profile(config.load(ROOT / "params.yaml"), profile)
+    model = params[task]["models"][-1]
+    _, cfg = grid_cell(params, task, model, params[task]["sizes"][0], 0, "fp32")
+    assert (cfg.optimizer, cfg.schedule, cfg.warmup_frac, cfg.weight_decay,
+            cfg.restore_best) == expected
