@@ -14,6 +14,7 @@ if [[ $parts == *tests* ]]; then
     python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_device.py \
         tests/test_fast_paths.py tests/test_micro_batches.py tests/test_optim.py \
         tests/test_decoding.py tests/test_recurrent_fused.py tests/test_retran_fused.py \
+        tests/test_provenance.py::test_a_cuda_run_names_its_gpu \
         2>&1 | tee "$out/tests.log"
 fi
 if [[ $parts == *estimate* ]]; then
