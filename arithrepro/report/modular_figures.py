@@ -146,11 +146,18 @@ def swept_curves(plt, rows: pd.DataFrame, curve_dir: Path, key: str, log2: bool,
     return fig
 
 
+def _seed_mean(rows: pd.DataFrame, by: list[str], columns: list[str]) -> pd.DataFrame:
+    """`columns` averaged over seeds per `by`. Only those: a mean over the whole summary's
+    hundreds of columns comes back in as many pieces, which pandas then warns about."""
+    return rows[[*by, *columns]].groupby(by, as_index=False).mean()
+
+
 def metrics_vs(plt, rows: pd.DataFrame, key: str, log2: bool, study: str):
     """Best loss, best accuracy and the step reaching the best accuracy against the swept key,
     a line per model and split."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    mean = rows.groupby(["model", key], as_index=False).mean(numeric_only=True)
+    mean = _seed_mean(rows, ["model", key], [f"{split}_{m}" for split in ("train", "val")
+                                              for m in ("loss", "acc", "acc_step")])
     for model, g in mean.groupby("model", sort=False):
         g = g.sort_values(key)
         for split, marker in (("train", "o"), ("val", "s")):
@@ -235,7 +242,7 @@ def size_curves(plt, rows: pd.DataFrame, curve_dir: Path):
 def size_metrics(plt, rows: pd.DataFrame):
     """Best validation accuracy and the step reaching it against d (a line per L), against L (a
     line per d) and against P."""
-    mean = rows.groupby(["model", "layers", "d_model"], as_index=False).mean(numeric_only=True)
+    mean = _seed_mean(rows, ["model", "layers", "d_model"], ["val_acc", "val_acc_step", "params"])
     fig, axes = plt.subplots(2, 3, figsize=(15, 7.6))
     markers = ["o", "s", "^", "D", "v"]
     for model, g in mean.groupby("model", sort=False):
@@ -271,7 +278,7 @@ def compute_budgets(plt, rows: pd.DataFrame, budgets: list[float]):
     models = list(dict.fromkeys(rows["model"]))
     colour, mappable = _colormap(budgets, False)
     fig, axes = plt.subplots(1, len(models), figsize=(5.4 * len(models) + 1.5, 4.2), squeeze=False)
-    mean = rows.groupby(["model", "batch_size"], as_index=False).mean(numeric_only=True)
+    mean = _seed_mean(rows, ["model", "batch_size"], [f"a{a:g}_val_acc" for a in budgets])
     for ax, model in zip(axes[0], models):
         g = mean[mean["model"] == model].sort_values("batch_size")
         for a in budgets:
