@@ -17,10 +17,10 @@ COMMANDS = {
     "render-figures": ("render_figures", "render_figures"),
     "modular-study": ("modular_study", "modular_study"),
     "modular-attention": ("modular_attention", "modular_attention"),
-    "charlm-corpus": ("charlm", "charlm_corpus"),
-    "charlm-train": ("charlm", "charlm_train"),
-    "charlm-sample": ("charlm", "charlm_sample"),
-    "charlm-compute": ("charlm", "charlm_compute"),
+    "charlm-corpus": ("charlm_corpus", "charlm_corpus"),
+    "charlm-train": ("charlm_train", "charlm_train"),
+    "charlm-sample": ("charlm_sample", "charlm_sample"),
+    "charlm-compute": ("charlm_compute", "charlm_compute"),
     "estimate": ("estimate", "estimate"),   # not a stage: projects each profile's training time
     "compose-params": ("compose_params", "compose_params"),   # not a stage: conf/ -> params.yaml
 }

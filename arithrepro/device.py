@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 
-from arithrepro.config import ParamsError
+from arithrepro.schema import ParamsError
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -30,7 +30,7 @@ def resolve_device(device: str) -> str:
 
 
 def resolve_precision(precision: str, device: str, source: str = "fp32") -> str:
-    """`source`: the task's own precision (TaskBase.precision), fp32 or mixed."""
+    """`source`: the task's own precision (Task.precision), fp32 or mixed."""
     import torch
 
     if precision == "auto":
@@ -51,14 +51,6 @@ def autocast(device_type: str, precision: str):
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type, dtype=dtype)
-
-
-def placement(params: dict, task: str) -> tuple[str, str]:
-    """(device, precision) the params ask for `task`, resolved on this machine."""
-    from arithrepro.tasks import TASKS
-
-    device = resolve_device(params["device"])
-    return device, resolve_precision(params["precision"], device, TASKS[task].precision)
 
 
 def to_device(device, *tensors):

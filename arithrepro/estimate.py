@@ -91,12 +91,12 @@ def time_steps(model, batches, cfg, warmup: int, timed: int) -> float:
     return clock.seconds / timed
 
 
-def time_call(fn, device: torch.device, repeats: int = 3) -> float:
-    """Median seconds of fn() over up to `repeats` calls (fewer once they add up to 2 s),
-    after one untimed call."""
+def time_call(fn, device: torch.device, repeats: int = 3, budget: float | None = 2.0) -> float:
+    """Median seconds of fn() over up to `repeats` calls (fewer once they add up to `budget`
+    seconds; None: all of them), after one untimed call (allocations, kernel choice)."""
     fn()
     times = []
-    while len(times) < repeats and sum(times) < 2.0:
+    while len(times) < repeats and (budget is None or sum(times) < budget):
         _synchronize(device)
         t0 = time.perf_counter()
         fn()
@@ -124,6 +124,7 @@ def forward_seconds(model, x, precision: str) -> float:
 
 
 def _synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work: a CUDA call returns once its kernels are queued."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 

@@ -206,14 +206,14 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     total = batches.steps
     warmup = max(1, round(cfg.warmup_frac * total))
     if cfg.micro_batches > 1 and (cfg.progressive or cfg.outputs_from
-                                  or not getattr(getattr(model, "core", model), "causal", True)):
+                                  or not getattr(model, "causal", True)):
         raise ValueError("micro_batches > 1 needs a causal model and the plain loss")
     # a core whose outputs_from skips work (a transformer's last block) is given each piece's
     # first scored position
-    trim_front = getattr(getattr(model, "core", model), "prunes_outputs", False)
+    trim_front = getattr(model, "prunes_outputs", False)
     opt = make_optimizer(model, cfg)
     device = next(model.parameters()).device
-    recurrences = model.core.recurrences if cfg.progressive else 0  # before any wrapper
+    recurrences = model.recurrences if cfg.progressive else 0  # before any wrapper
     rank, world = _world()
     runner = model  # what the steps call; it shares the model's parameters
     if world > 1:
@@ -348,14 +348,13 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
 
 
 def _compilable(model) -> bool:
-    """A model whose core says `compilable = False` runs eager, with a warning."""
-    core = getattr(model, "core", model)
-    if getattr(core, "compilable", True):
+    """A model that says why it cannot compile (`eager_reason`) runs eager, with a warning."""
+    reason = getattr(model, "eager_reason", "")
+    if not reason:
         return True
     import warnings
 
-    warnings.warn(f"compile: {type(core).__name__} runs eager ({core.compilable_reason})",
-                  stacklevel=3)
+    warnings.warn(f"compile: {reason}", stacklevel=3)
     return False
 
 

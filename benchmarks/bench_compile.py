@@ -26,14 +26,14 @@ def _timed(build, cfg, warmup: int, timed: int):
 
 
 def bench_compile(params: dict, device: str, warmup: int = 3, timed: int = 10) -> None:
-    from arithrepro.models import build_model
-    from arithrepro.stages.train import grid_cell
-    from arithrepro.tasks import TASKS
+    from arithrepro.models.registry import build_model
+
+    from arithrepro.tasks.registry import TASKS
 
     params = {**params, "profile": "cpu"}
     print(f"torch.compile vs eager on {device}: {warmup} warm-up steps, then {timed} timed")
     for task, model, size in CELLS:
-        arch, cfg = grid_cell(params, task, model, size, 0, "fp32")
+        arch, cfg = TASKS[task].cell(params, model, size, 0, "fp32")
 
         def build():
             torch.manual_seed(0)

@@ -52,7 +52,7 @@ def _flops(step) -> int:
 
 
 def bench_modular(params: dict, repeats: int, peak: float, best_of) -> dict:
-    from arithrepro.models import build_model
+    from arithrepro.models.registry import build_model
     from arithrepro.tasks.modular import TASK
 
     base = params["modular"]["base"]

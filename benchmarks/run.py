@@ -49,7 +49,7 @@ def matmul_peak(repeats: int) -> float:
 
 
 def build(model: str, size: str, params: dict):
-    from arithrepro.models import build_model
+    from arithrepro.models.registry import build_model
 
     torch.manual_seed(0)
     return build_model(model, params["models"][model]["sizes"][size], vocab_size=19,
@@ -102,15 +102,15 @@ def loop_step(params, model: str, size: str, batch: int, repeats: int) -> float:
     from dataclasses import replace
 
     from arithrepro.estimate import time_steps
-    from arithrepro.models import build_model
-    from arithrepro.stages.train import grid_cell
-    from arithrepro.tasks import TASKS
+    from arithrepro.models.registry import build_model
+
+    from arithrepro.tasks.registry import TASKS
 
     p = {**params, "profile": "cpu"}
     p["profiles"] = {**p["profiles"], "cpu": {**p["profiles"]["cpu"], "expr": {
         **p["profiles"]["cpu"]["expr"], "train": {**p["profiles"]["cpu"]["expr"]["train"],
                                                   "batch_size": batch}}}}
-    arch, cfg = grid_cell(p, "expr", model, size, 0, "fp32")
+    arch, cfg = TASKS["expr"].cell(p, model, size, 0, "fp32")
     torch.manual_seed(0)
     net = build_model(model, arch["size"], dropout=arch["dropout"], **arch["dims"])
     batches = TASKS["expr"].sample_batches(p, 0, "cpu")
@@ -161,7 +161,7 @@ def bench_retran(params, batch, repeats):
 
 
 def bench_decode(params, batch, repeats):
-    from arithrepro.evaluate import greedy_decode
+    from arithrepro.decoding import greedy_decode
 
     print(f"\n== greedy decoding of {batch} prompts (12-32 tokens, 6 new): cache vs recompute")
     g = torch.Generator().manual_seed(0)

@@ -19,7 +19,7 @@ def aggregate_tables(params_path: str) -> None:
     """
     from arithrepro import config
     from arithrepro.report.tables import write_all
-    from arithrepro.tasks import TASKS
+    from arithrepro.tasks.registry import TASKS
 
     config.load(params_path)
     done(f"aggregate-tables: {write_all(paths.metrics, list(TASKS))}")

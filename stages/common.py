@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from arithrepro.config import ParamsError
-from arithrepro.device import placement  # noqa: F401 - the stages' one way to pick device and precision
+from arithrepro.schema import ParamsError
 from arithrepro.io import ArtifactError
 
 
@@ -47,6 +46,30 @@ class paths:
     plots = Path("plots")
 
 
+class TaskName(click.ParamType):
+    """A task name, listed from the task registry when help is shown (so listing the commands
+    does not import the tasks, and torch with them). `check`: refuse other names here (else
+    the command checks them and says why in one line)."""
+
+    name = "task"
+
+    def __init__(self, grid: bool = False, check: bool = False):
+        self.grid, self.check = grid, check
+
+    def names(self) -> list[str]:
+        from arithrepro.tasks.registry import TASKS
+
+        return [n for n, t in TASKS.items() if t.grid or not self.grid]
+
+    def get_metavar(self, *args, **kwargs) -> str:
+        return "[" + "|".join(self.names()) + "]"
+
+    def convert(self, value, param, ctx):
+        if self.check and value not in self.names():
+            self.fail(f"{value!r} is not one of {', '.join(self.names())}", param, ctx)
+        return value
+
+
 params_option = click.option(
     "--params", "params_path", default="params.yaml", show_default=True,
     type=click.Path(dir_okay=False), help="The params file (validated before any work).")
@@ -55,7 +78,7 @@ params_option = click.option(
 def cell_options(f):
     """--task --model --size --seed: one cell of the grid."""
     for opt in reversed([
-        click.option("--task", required=True, help="Task name: expr, abacus or looped."),
+        click.option("--task", required=True, type=TaskName(grid=True), help="A grid task."),
         click.option("--model", required=True, help="Model name, one of <task>.models."),
         click.option("--size", required=True, help="Size name, one of models.<model>.sizes."),
         click.option("--seed", required=True, type=int, help="Seed of the run."),
@@ -117,7 +140,7 @@ def _producer(parts: tuple[str, ...]) -> str | None:
         case ("data", "charlm", *_):
             return "charlm-corpus"
         case ("data", task, *_):
-            return f"generate-datasets@{task}"
+            return f"generate-{task}"
         case ("runs", "modular", "cells", *_) | ("runs", "charlm", "cells", *_):
             return None  # memo cells: a stage trains a damaged one again by itself
         case ("runs", "modular", study, _) | ("metrics" | "plots", "modular", _, study, _):
@@ -186,7 +209,7 @@ def memo_finished(cell: Path, keys: tuple[str, ...], tables: dict[str, tuple[str
     looked finished loses its record.json (so only a completed retraining marks it again), with
     a warning."""
     from arithrepro.io import read_frame, read_json
-    from arithrepro.models import read_saved
+    from arithrepro.models.registry import read_saved
 
     record = cell / "record.json"
     if not record.is_file():
@@ -205,3 +228,45 @@ def memo_finished(cell: Path, keys: tuple[str, ...], tables: dict[str, tuple[str
         record.unlink()
         return False
     return True
+
+
+class Memo:
+    """A stage's memo of trained cells, runs/<task>/cells/<fingerprint>: a cell is trained once
+    per content (its settings, its seed and the code it runs, `code` under the package), then
+    reused by any run, of this stage or another, with the same content. record.json is written
+    last, so a cell without one is unfinished (a killed cell resumes from its checkpoint);
+    a cell that looks finished is checked whole (`memo_finished`) before it is trusted.
+
+    `outs` maps a cell file to the folder the stage publishes it in under the run's name
+    (curves.csv -> plots/.../<run>.csv), and "record" to the folder of the run records."""
+
+    def __init__(self, task: str, code: tuple[str, ...], keys: tuple[str, ...],
+                 tables: dict[str, tuple[str, ...]], outs: dict[str, Path]):
+        self.root = Path("runs") / task / "cells"
+        self.code = code_hash(code)
+        self.keys, self.tables, self.outs = keys, tables, outs
+
+    def clear_outputs(self) -> None:
+        """Empty the published folders: a run dropped from the params leaves nothing behind."""
+        import shutil
+
+        for d in self.outs.values():
+            shutil.rmtree(d, ignore_errors=True)
+
+    def cell(self, *content) -> Path:
+        return self.root / fingerprint(*content, self.code)
+
+    def finished(self, cell: Path) -> bool:
+        return memo_finished(cell, self.keys, self.tables)
+
+    def publish(self, cell: Path, name: str, **changes) -> dict:
+        """The cell's record (with `changes`) and files under the run's name; returns the record."""
+        from arithrepro.io import copy_file, read_json, write_json
+
+        record = {**read_json(cell / "record.json"), **changes}
+        write_json(self.outs["record"] / f"{name}.json", record)
+        for file, folder in self.outs.items():
+            if file != "record":
+                copy_file(cell / file, folder / f"{name}{Path(file).suffix}")
+        return record
+

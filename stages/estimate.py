@@ -12,8 +12,8 @@ from typing import Callable
 import click
 
 from arithrepro.device import resolve_device, resolve_precision
-from arithrepro.stages.common import friendly_errors, params_option
-from arithrepro.tasks import TASKS
+from arithrepro.stages.common import TaskName, friendly_errors, params_option
+from arithrepro.tasks.registry import TASKS
 
 # The charlm timing corpus: random characters, as the real corpus (TinyStories) may be out of
 # reach; the vocabulary only sizes the embedding and the output layer.
@@ -35,7 +35,7 @@ class Job:
 @click.option("--profile", "profiles", multiple=True,
               help="A profile to project (repeatable). Default: every profile in params.")
 @click.option("--task", "tasks", multiple=True,
-              type=click.Choice(["expr", "abacus", "looped", "modular", "charlm"]),
+              type=TaskName(check=True),
               help="Only these tasks (repeatable). Default: all.")
 @click.option("--steps", default=5, show_default=True, type=click.IntRange(1),
               help="Timed training steps per run shape.")
@@ -133,15 +133,13 @@ def _jobs(params: dict, tasks, device: str, precisions: dict):
 
 def _grid_jobs(params: dict, task: str, device: str, precision: str):
     from arithrepro.estimate import forward_seconds
-    from arithrepro.models import build_model
-    from arithrepro.stages.train import grid_cell
-    from arithrepro.tasks import TASKS
+    from arithrepro.models.registry import build_model
 
     t, seed = TASKS[task], params[task]["seeds"][0]
     batch = params["profiles"][params["profile"]][task]["train"]["batch_size"]
     for model in params[task]["models"]:
         for size in params[task]["sizes"]:
-            arch, cfg = grid_cell(params, task, model, size, seed, precision)
+            arch, cfg = TASKS[task].cell(params, model, size, seed, precision)
 
             def build(arch=arch, cfg=cfg):
                 import torch
@@ -162,8 +160,7 @@ def _grid_jobs(params: dict, task: str, device: str, precision: str):
 
 def _modular_jobs(params: dict, device: str, precision: str):
     from arithrepro.estimate import time_call
-    from arithrepro.stages.modular_study import setup
-    from arithrepro.tasks.modular import merged, study_runs
+    from arithrepro.tasks.modular import cell as study_cell, merged, study_runs
 
     cells = {}  # the stage's memo trains a (model, seed, configuration) once across studies
     for study in merged(params)["studies"]:
@@ -177,7 +174,7 @@ def _modular_jobs(params: dict, device: str, precision: str):
                                    "heads", "batch_size")}
 
         def build(run=run):
-            net, _, _, data, cfg, batches = setup(run, device, precision, params["compile"])
+            net, _, _, data, cfg, batches = study_cell(run, device, precision, params["compile"])
 
             def validation(net):
                 import torch
@@ -198,8 +195,8 @@ def _charlm_jobs(params: dict, device: str, precision: str):
     import torch
 
     from arithrepro.estimate import forward_seconds
-    from arithrepro.stages.charlm import setup
-    from arithrepro.tasks.charlm import merged, runs
+
+    from arithrepro.tasks.charlm import merged, runs, setup_run
 
     m = merged(params)
     ids = torch.randint(CHARLM_VOCAB, (m["corpus"]["chars"],),
@@ -210,8 +207,8 @@ def _charlm_jobs(params: dict, device: str, precision: str):
                                    sort_keys=True), run)
     for run in seen.values():
         def build(run=run):
-            net, _, data, cfg, batches, _ = setup(run, m, ids, CHARLM_VOCAB, device, precision,
-                                                  params["compile"])
+            net, _, data, cfg, batches, _ = setup_run(run, m, ids, CHARLM_VOCAB, device, precision,
+                                                       params["compile"])
             x = data.val[:cfg.eval_batch_size, :-1]  # a validation batch's inputs
             return net, batches, cfg, lambda net: forward_seconds(net, x, precision) * len(data.val)
 

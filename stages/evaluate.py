@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from arithrepro.stages.common import (cell_options, data_params, done, friendly_errors,
-                                     params_option, placement, paths)
+                                     params_option, paths)
 
 
 @click.command("evaluate")
@@ -29,9 +29,9 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
 
     from arithrepro import config
     from arithrepro.io import read_json, write_frame, write_json
-    from arithrepro.models import load_model
+    from arithrepro.models.registry import load_model
     from arithrepro.provenance import provenance
-    from arithrepro.tasks import TASKS
+    from arithrepro.tasks.registry import TASKS
 
     params = config.load(params_path)
     c = config.cell(params, task, model, size, seed)
@@ -41,7 +41,7 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     if not ckpt.is_file():
         raise FileNotFoundError(f"{ckpt}: missing; run `arithrepro train` for this cell first")
     net, _ = load_model(ckpt)
-    device, _ = placement(params, task)
+    device = config.device_of(params)
     net.to(device).eval()
     summary = run_dir / "train.json"
     if not summary.is_file():

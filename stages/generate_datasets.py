@@ -6,12 +6,12 @@ import time
 
 import click
 
-from arithrepro.stages.common import done, friendly_errors, params_option, paths
+from arithrepro.stages.common import TaskName, done, friendly_errors, params_option, paths
 
 
 @click.command("generate-datasets")
 @params_option
-@click.option("--task", required=True, help="Task name: expr, abacus or looped.")
+@click.option("--task", required=True, type=TaskName(grid=True), help="A grid task.")
 @friendly_errors
 def generate_datasets(params_path: str, task: str) -> None:
     """Generate a task's datasets, deterministic from their seeds.
@@ -23,7 +23,7 @@ def generate_datasets(params_path: str, task: str) -> None:
     from tqdm import tqdm
 
     from arithrepro import config
-    from arithrepro.tasks import TASKS
+    from arithrepro.tasks.registry import TASKS
 
     params = config.load(params_path)
     grid = [t for t, spec in TASKS.items() if spec.grid]

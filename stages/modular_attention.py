@@ -23,9 +23,8 @@ def modular_attention(params_path: str) -> None:
 
     from arithrepro import config
     from arithrepro.io import read_json
-    from arithrepro.models import load_model
-    from arithrepro.report.figures import STYLE, _pyplot, _save
-    from arithrepro.report.modular_figures import attention_grid
+    from arithrepro.models.registry import load_model
+    from arithrepro.report.plotting import STYLE, attention_grid, pyplot, save
     from arithrepro.tasks.modular import encode, merged, study_runs
 
     params = config.load(params_path)
@@ -48,7 +47,7 @@ def modular_attention(params_path: str) -> None:
     c = best.config
     out_dir = paths.plots / "modular" / "attention"
     shutil.rmtree(out_dir, ignore_errors=True)
-    plt = _pyplot()
+    plt = pyplot()
     written = []
     with plt.rc_context(STYLE):
         for i, operands in enumerate(a["samples"]):
@@ -59,6 +58,6 @@ def modular_attention(params_path: str) -> None:
             predicted = vocab[int(trace["logits"][0, -2].argmax())]
             title = (f"{best.name} (val. accuracy {100 * records[best.name]['val_acc']:.1f} %): "
                      f"{' '.join(text[1:])}  — predicted r = {predicted}")
-            written.append(_save(plt, attention_grid(plt, weights, text, title),
+            written.append(save(plt, attention_grid(plt, weights, text, title),
                                  out_dir / f"sample{i + 1}.png"))
     done(f"modular-attention: {len(written)} figures of {best.name} -> {out_dir}")

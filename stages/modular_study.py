@@ -14,8 +14,7 @@ from pathlib import Path
 
 import click
 
-from arithrepro.stages.common import (code_hash, done, fingerprint, friendly_errors,
-                                     memo_finished, params_option, placement, paths)
+from arithrepro.stages.common import Memo, done, friendly_errors, params_option, paths
 
 # The code a cell's result depends on (in the arithrepro package): a change to any of it retrains.
 CODE = ("train.py", "models", "tasks/modular.py")
@@ -41,80 +40,49 @@ def modular_study(params_path: str, study: str) -> None:
     plots/modular/steps/<study>/<cell>.csv (per-step batch loss) and
     runs/modular/<study>/<cell>.pt (the final model).
     """
-    import shutil
-
     import pandas as pd
 
     from arithrepro import config
-    from arithrepro.io import copy_file, read_json, write_json
     from arithrepro.tasks.modular import STUDIES, curve_metrics, study_runs
 
     params = config.load(params_path)
     if study not in STUDIES:
         raise config.ParamsError(f"--study = {study!r}: expected one of {', '.join(STUDIES)}")
     runs = study_runs(params, study)
-    device, precision = placement(params, "modular")
-    code = code_hash(CODE)
-    out = {"records": paths.record("modular") / study, "curves": paths.plots / "modular" / "curves" / study,
-           "steps": paths.plots / "modular" / "steps" / study, "models": paths.run("modular", study)}
-    for d in out.values():  # a cell dropped from the study leaves nothing behind
-        shutil.rmtree(d, ignore_errors=True)
+    device, precision = config.placement(params, "modular")
+    memo = Memo("modular", CODE, *MEMO, outs={
+        "record": paths.record("modular") / study,
+        "curves.csv": paths.plots / "modular" / "curves" / study,
+        "steps.csv": paths.plots / "modular" / "steps" / study,
+        "model.pt": paths.run("modular", study)})
+    memo.clear_outputs()
     trained, records = 0, {}
     for i, run in enumerate(runs):
-        cell = Path("runs/modular/cells") / _fingerprint(run, code, precision, params["compile"])
-        if not memo_finished(cell, *MEMO):
+        cell = memo.cell(*_content(run, precision, params["compile"]))
+        if not memo.finished(cell):
             click.echo(f"[{i + 1}/{len(runs)}] {run.name}", err=True)
             _train(run, cell, device, precision, params["compile"])
             trained += 1
         # a cell shared with another study is named after this one, and scored over this
         # study's budgets
-        record = {**read_json(cell / "record.json"), "size": run.label}
+        changes = {"size": run.label}
         if run.budgets:
             curve = pd.read_csv(cell / "curves.csv").to_dict("records")
             for alpha in run.budgets:
-                record.update(curve_metrics(curve, upto=int(alpha * run.config["steps"]),
-                                            prefix=f"a{alpha:g}_"))
-        write_json(out["records"] / f"{run.name}.json", record)
-        records[run.name] = record
-        for kind in ("curves", "steps"):
-            copy_file(cell / f"{kind}.csv", out[kind] / f"{run.name}.csv")
-        copy_file(cell / "model.pt", out["models"] / f"{run.name}.pt")
+                changes.update(curve_metrics(curve, upto=int(alpha * run.config["steps"]),
+                                             prefix=f"a{alpha:g}_"))
+        records[run.name] = memo.publish(cell, run.name, **changes)
     best = max(records, key=lambda name: records[name]["val_acc"])
     done(f"modular-study {study}: {len(runs)} cells ({trained} trained, {len(runs) - trained} "
          f"reused) on {device}; best val accuracy {100 * records[best]['val_acc']:.2f} % ({best}) -> "
-         f"{out['records']}")
+         f"{memo.outs['record']}")
 
 
-def _fingerprint(run, code: str, precision: str, compile_: bool) -> str:
-    # how often to checkpoint does not change the result (resuming is exact)
+def _content(run, precision: str, compile_: bool) -> tuple:
+    """What a cell's result depends on besides the code: how often to checkpoint does not
+    change it (resuming is exact)."""
     config = {k: v for k, v in run.config.items() if k != "checkpoint_every"}
-    return fingerprint(run.model, run.seed, config, precision, compile_, code)
-
-
-def setup(run, device: str, precision: str, compile_: bool):
-    """One cell, ready to train: (model, its size, dims, data, loop config, batches)."""
-    import torch
-
-    from arithrepro.models import build_model
-    from arithrepro.tasks.modular import TASK
-    from arithrepro.train import EpochBatches, TrainConfig
-
-    c = run.config
-    data = TASK.data(c, run.seed, device)
-    torch.manual_seed(run.seed)
-    dims = TASK.dims(c)
-    size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"]}
-    net = build_model(run.model, size, dropout=float(c["dropout"]), **dims).to(device)
-    cfg = TrainConfig(lr=float(c["lr"]), seed=run.seed, optimizer="adamw", schedule=c["schedule"],
-                      warmup_frac=float(c["warmup_frac"]), beta2=float(c["beta2"]),
-                      weight_decay=float(c["weight_decay"]),
-                      val_every=c["eval_every"], checkpoint_every=c["checkpoint_every"],
-                      validate_epochs=False, restore_best=False, outputs_from=data.outputs_from,
-                      precision=precision, compile=compile_)
-    train = data.splits["train"]
-    batches = EpochBatches(lambda idx: (train.x[idx], train.y[idx], train.mask[idx]),
-                           len(train.x), c["batch_size"], 1, run.seed, device, steps=c["steps"])
-    return net, size, dims, data, cfg, batches
+    return run.model, run.seed, config, precision, compile_
 
 
 def _train(run, cell: Path, device: str, precision: str, compile_: bool) -> None:
@@ -123,10 +91,11 @@ def _train(run, cell: Path, device: str, precision: str, compile_: bool) -> None
     from arithrepro.io import save_torch, write_frame, write_json
     from arithrepro.provenance import provenance
     from arithrepro.tasks.modular import Vocab, curve_metrics, embedding_params
+    from arithrepro.tasks.modular import cell as study_cell
     from arithrepro.train import fit
 
     c = run.config
-    net, size, dims, data, cfg, batches = setup(run, device, precision, compile_)
+    net, size, dims, data, cfg, batches = study_cell(run, device, precision, compile_)
     origin = provenance({"model": run.model, "seed": run.seed, "config": run.config},
                         device=device, precision=precision, compiled=compile_)
     result = fit(net, batches, data.evaluate, cfg, cell / "checkpoint.pt", cell.name)

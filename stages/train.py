@@ -8,7 +8,7 @@ import json
 import click
 
 from arithrepro.stages.common import (cell_options, data_params, done, friendly_errors,
-                                     params_option, placement, paths)
+                                     params_option, paths)
 
 
 @click.command("train")
@@ -32,19 +32,19 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
 
     from arithrepro import config
     from arithrepro.io import save_torch, write_frame, write_json
-    from arithrepro.models import build_model
+    from arithrepro.models.registry import build_model
     from arithrepro.models.lm import count_params
     from arithrepro.provenance import provenance
-    from arithrepro.tasks import TASKS
+    from arithrepro.tasks.registry import TASKS
     from arithrepro.train import fit
 
     params = config.load(params_path)
     c = config.cell(params, task, model, size, seed)
-    device, precision = placement(params, task)
+    device, precision = config.placement(params, task)
     rank, world, device = _join_world(device)
     t = TASKS[task]
     data_dir = paths.data(task)
-    arch, cfg = grid_cell(params, task, model, size, seed, precision)
+    arch, cfg = TASKS[task].cell(params, model, size, seed, precision)
     batches = t.train_batches(params, data_dir, seed, device)
     valid = t.valid_set(params, data_dir, device)
     torch.manual_seed(seed)
@@ -73,28 +73,6 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     done(f"train {task} {c.name} on {where}: {result['steps']} steps in {result['train_seconds']:.1f} s, "
          f"best val loss {result['best_val_loss']:.4f} at step {result['best_step']}, "
          f"{count_params(net):,} params -> {run_dir}")
-
-
-def grid_cell(params: dict, task: str, model: str, size: str, seed: int, precision: str):
-    """A grid cell's architecture {model, size, dropout, dims} and training loop config."""
-    from arithrepro import config
-    from arithrepro.tasks import TASKS
-    from arithrepro.tasks.common import loop_config
-    from arithrepro.train import TrainConfig
-
-    prof = config.profile_block(params, task)["train"]
-    loop = loop_config(params, task)
-    m = params["models"][model]
-    cfg = TrainConfig(lr=float(prof.get("lr", m["lr"])), seed=seed, optimizer=loop["optimizer"],
-                      schedule=loop["schedule"], warmup_frac=float(loop["warmup_frac"]),
-                      weight_decay=float(loop["weight_decay"]), restore_best=loop["keep"] == "best",
-                      progressive=bool(loop.get("progressive", False)),
-                      val_every=prof["val_every"], checkpoint_every=prof["checkpoint_every"],
-                      eval_batch_size=4 * prof["batch_size"], precision=precision,
-                      compile=params["compile"], micro_batches=int(m.get("micro_batches", 1)))
-    arch = {"model": model, "size": config.architecture(params, task, model, size),
-            "dropout": float(m["dropout"]), "dims": TASKS[task].dims(params)}
-    return arch, cfg
 
 
 def _join_world(device: str) -> tuple[int, int, str]:

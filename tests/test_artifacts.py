@@ -21,13 +21,13 @@ from arithrepro.cli import main
 from arithrepro.io import ArtifactError
 from arithrepro.stages.common import rebuild_command
 from arithrepro.train import TrainConfig
-from tests.test_train import run
+from tests.helpers import run
 
 ROOT = Path(__file__).resolve().parents[1]
 LOOPED = ["--task", "looped", "--model", "standard", "--size", "notebook", "--seed", "0"]
 RUN_DIR = Path("runs/looped/standard-notebook-0")
 REBUILD_TRAIN = "; rebuild it with `dvc repro -f -s train-looped@standard-notebook-0`"
-REBUILD_DATA = "; rebuild it with `dvc repro -f -s generate-datasets@looped`"
+REBUILD_DATA = "; rebuild it with `dvc repro -f -s generate-looped`"
 TIMING = {"train_seconds", "s_per_step", "tokens_per_s", "provenance"}
 
 
@@ -292,7 +292,7 @@ def test_aggregate_stops_on_a_truncated_evaluation_record(tmp_path, monkeypatch)
     ("runs/expr/gpt-small-0/model.pt", "train-expr@gpt-small-0"),
     ("runs/looped/looped-notebook-1/train.json", "train-looped@looped-notebook-1"),
     ("plots/abacus/curves/abacus-l2r2-0.csv", "train-abacus@abacus-l2r2-0"),
-    ("data/expr/test.parquet", "generate-datasets@expr"),
+    ("data/expr/test.parquet", "generate-expr"),
     ("data/charlm/corpus.txt", "charlm-corpus"),
     ("metrics/expr/runs/gpt-small-0.json", "evaluate-expr@gpt-small-0"),
     ("plots/looped/eval/standard-notebook-0.csv", "evaluate-looped@standard-notebook-0"),
@@ -315,12 +315,12 @@ def test_memo_cells_and_unknown_files_have_no_rebuild_command():
 
 
 def test_a_figure_input_without_its_columns_names_the_file(tmp_path):
-    from arithrepro.report.figures import _read_csv
+    from arithrepro.report.plotting import read_csv
 
     path = tmp_path / "gpt-small-0.csv"
     path.write_text("length,acc")
     with pytest.raises(ArtifactError, match="no column accuracy"):
-        _read_csv(path, {"length", "accuracy"}, "evaluate")
+        read_csv(path, {"length", "accuracy"}, "evaluate")
 
 
 # --- memo cells ------------------------------------------------------------------------------

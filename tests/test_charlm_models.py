@@ -1,29 +1,33 @@
 """The charlm models: parameter counts at the spec's sizes, the hand-written cells against
-PyTorch's, weight tying, the manual attention path against the fused one, and decoding states."""
+PyTorch's, weight tying, the block size, and sampling with the cache. (Shapes, causality,
+gradients, decoding and the trace's attention of every model: test_model_contract.)"""
 
 import pytest
 import torch
 
-from arithrepro.evaluate import sample
-from arithrepro.models import MODELS
+from arithrepro.decoding import sample
 from arithrepro.models.lm import count_params
+from tests.helpers import DIMS, build
 
-CHARLM_MODELS = ["rnn", "gru", "nanogpt"]
-V = 88  # the vocabulary at which the spec quotes its transformer counts
+V = DIMS["nanogpt"]["vocab_size"]  # the vocabulary at which the spec quotes its transformer counts
+# The spec's sizes, one layer: nanoGPT's n_embd 128 with 4 heads; the recurrent nets' embedding
+# 64 and hidden 256.
+SPEC = {"nanogpt": {"d_model": 128, "heads": 4, "layers": 1},
+        "rnn": {"d_embed": 64, "d_model": 256, "layers": 1},
+        "gru": {"d_embed": 64, "d_model": 256, "layers": 1}}
 
 
-def build(name, vocab=V, max_len=100, **size):
-    torch.manual_seed(0)
-    defaults = {"nanogpt": {"d_model": 128, "heads": 4, "layers": 1}}.get(
-        name, {"d_embed": 64, "d_model": 256, "layers": 1})
-    return MODELS[name].build({**defaults, **size}, dropout=0.0, vocab_size=vocab,
-                              max_len=max_len, pad_id=-1)
+def charlm(name, **fields):
+    """`name` at the spec's size with `fields` replaced; vocab_size and max_len, when given,
+    replace the dims of DIMS."""
+    dims = {k: fields.pop(k) for k in ("vocab_size", "max_len") if k in fields}
+    return build(name, {**SPEC[name], **fields}, **dims)
 
 
 @pytest.mark.parametrize("layers,expected", [(1, 222_592), (8, 1_610_496)])
 def test_transformer_counts_are_the_specs(layers, expected):
     """≈222.6k (1 layer) and ≈1.6M (8 layers) at block 100, n_embd 128, tied head."""
-    model = build("nanogpt", layers=layers)
+    model = charlm("nanogpt", layers=layers)
     d, T = 128, 100
     # token embedding (= the head), positions, per block q/k/v/o + 2 LayerNorms + 4d MLP with
     # biases, a final LayerNorm
@@ -33,17 +37,17 @@ def test_transformer_counts_are_the_specs(layers, expected):
 @pytest.mark.parametrize("layers", [1, 3])
 def test_rnn_counts(layers):
     e, d = 64, 256
-    rnn = build("rnn", layers=layers)
+    rnn = charlm("rnn", layers=layers)
     cells = (e * d + d * d + 2 * d) + (layers - 1) * (2 * d * d + 2 * d)
     assert count_params(rnn) == V * e + cells + d * V + V
-    gru = build("gru", layers=layers)
+    gru = charlm("gru", layers=layers)
     assert count_params(gru) == V * e + 3 * (e * d + d * d) + (layers - 1) * 6 * d * d + d * V + V
 
 
 @pytest.mark.parametrize("name,Torch", [("rnn", torch.nn.RNN), ("gru", torch.nn.GRU)])
 def test_cells_equal_torchs(name, Torch):
     e, d, L = 8, 16, 2
-    model = build(name, vocab=11, d_embed=e, d_model=d, layers=L)
+    model = charlm(name, vocab_size=11, d_embed=e, d_model=d, layers=L)
     bias = name == "rnn"
     ref = Torch(e, d, num_layers=L, batch_first=True, bias=bias)
     with torch.no_grad():
@@ -63,39 +67,8 @@ def test_cells_equal_torchs(name, Torch):
     assert torch.allclose(g_ours, g_theirs, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", CHARLM_MODELS)
-def test_shapes_causality_and_gradients(name):
-    model = build(name, vocab=13, max_len=12, **({"d_model": 16, "heads": 2, "layers": 2}
-                                                  if name == "nanogpt" else
-                                                  {"d_embed": 4, "d_model": 16, "layers": 2}))
-    x = torch.randint(0, 13, (3, 12))
-    logits = model(x)
-    assert logits.shape == (3, 12, 13)
-    logits.sum().backward()
-    assert all(p.grad is not None for p in model.parameters())
-    changed = x.clone()
-    changed[:, 7:] = (changed[:, 7:] + 1) % 13
-    with torch.no_grad():
-        assert torch.allclose(model(x)[:, :7], model(changed)[:, :7], atol=1e-6)
-
-
-@pytest.mark.parametrize("name", CHARLM_MODELS)
-def test_stepwise_decoding_equals_the_full_forward(name):
-    model = build(name, vocab=13, max_len=10).eval()
-    x = torch.randint(0, 13, (2, 10))
-    with torch.no_grad():
-        full = model(x)
-        state = model.init_state(2, 10)
-        first, state = model(x[:, :4], state, 0)
-        steps = [first]
-        for t in range(4, 10):
-            out, state = model(x[:, t:t + 1], state, t)
-            steps.append(out)
-    assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
-
-
 def test_nanogpt_ties_the_head_to_the_embedding_and_inits_like_nanogpt():
-    model = build("nanogpt", layers=8)
+    model = charlm("nanogpt", layers=8)
     assert model.head.weight is model.embed.weight and model.head.bias is None
     for block in model.core.blocks:
         for w in (block.attn.o.weight, block.ff[-1].weight):
@@ -103,19 +76,8 @@ def test_nanogpt_ties_the_head_to_the_embedding_and_inits_like_nanogpt():
     assert abs(model.core.blocks[0].ff[0].weight.std().item() - 0.02) < 0.001
 
 
-def test_manual_attention_path_equals_the_fused_one():
-    model = build("nanogpt", vocab=13, max_len=16, d_model=32, heads=4, layers=2).eval()
-    x = torch.randint(0, 13, (3, 16))
-    trace = model.trace(x)  # every block by the written-out path
-    assert torch.allclose(trace["logits"], model(x), atol=1e-5)
-    w = trace["attention"][0]
-    assert w.shape == (3, 4, 16, 16)
-    assert torch.allclose(w.sum(-1), torch.ones(3, 4, 16), atol=1e-5)
-    assert w.triu(1).abs().max() == 0  # causal
-
-
 def test_positions_past_the_block_are_refused():
-    model = build("nanogpt", vocab=13, max_len=8, d_model=16, heads=2)
+    model = charlm("nanogpt", vocab_size=13, max_len=8, d_model=16, heads=2)
     with pytest.raises(ValueError, match="block size 8"):
         model(torch.zeros(1, 9, dtype=torch.long))
 
@@ -132,7 +94,7 @@ def _naive_sample(model, prompt, n, temperature, generator, context):
 
 
 def test_sampling_with_the_cache_equals_recomputing_past_the_block():
-    model = build("nanogpt", vocab=13, max_len=8, d_model=16, heads=2, layers=2).eval()
+    model = charlm("nanogpt", vocab_size=13, max_len=8, d_model=16, heads=2, layers=2).eval()
     prompt = torch.tensor([1, 2, 3])
     ours = sample(model, prompt, 20, 0.9, torch.Generator().manual_seed(5), context=8)
     ref = _naive_sample(model, prompt, 20, 0.9, torch.Generator().manual_seed(5), 8)
@@ -141,7 +103,7 @@ def test_sampling_with_the_cache_equals_recomputing_past_the_block():
 
 @pytest.mark.parametrize("name", ["rnn", "gru"])
 def test_sampling_is_seeded_and_cold_sampling_is_greedy(name):
-    model = build(name, vocab=13, d_embed=8, d_model=32).eval()
+    model = charlm(name, vocab_size=13, d_embed=8, d_model=32).eval()
     prompt = torch.tensor([4, 5])
     a = sample(model, prompt, 30, 1.0, torch.Generator().manual_seed(1))
     b = sample(model, prompt, 30, 1.0, torch.Generator().manual_seed(1))

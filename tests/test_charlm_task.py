@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arithrepro import config
-from arithrepro.compute import formulas, measure
-from arithrepro.models import MODELS
+from arithrepro.cost import formulas, measure
+from arithrepro.models.registry import MODELS
 from arithrepro.tasks import charlm
 from arithrepro.tasks.charlm import (Data, Vocab, arithmetic_text, build_corpus, chunk, file_text,
                                      split, tinystories_text)
@@ -144,13 +144,13 @@ def test_chunks_and_split(n, seq, frac, seed):
 
 
 def test_formulas_at_the_specs_sizes():
-    f = formulas("rnn", {"layers": 1, "d_model": 256}, 100)
+    f = formulas(MODELS["rnn"], {"layers": 1, "d_model": 256}, 100)
     assert f == {"formula_gen_flops": 4 * 100 * 256**2, "formula_train_flops": 8 * 100 * 256**2,
                  "seq_matmuls_gen": 100, "seq_matmuls_train": 100, "formula": "spec"}
-    gru = formulas("gru", {"layers": 2, "d_model": 256}, 20)
+    gru = formulas(MODELS["gru"], {"layers": 2, "d_model": 256}, 20)
     assert gru["formula_gen_flops"] == 3 * 4 * 20 * 2 * 256**2
     assert gru["formula"].startswith("ours")   # the spec states g = 1 only
-    t = formulas("nanogpt", {"layers": 8, "d_model": 128}, 100)
+    t = formulas(MODELS["nanogpt"], {"layers": 8, "d_model": 128}, 100)
     forward = 24 * 8 * 100 * 128**2 + 4 * 8 * 100**2 * 128
     assert t == {"formula_gen_flops": forward, "formula_train_flops": 3 * forward,
                  "seq_matmuls_gen": 6 * 8 * 100, "seq_matmuls_train": 48, "formula": "spec"}
@@ -216,7 +216,7 @@ def _corpus_stage(tmp_path, corpus: dict):
     import yaml
     from click.testing import CliRunner
 
-    from arithrepro.stages.charlm import charlm_corpus
+    from arithrepro.stages.charlm_corpus import charlm_corpus
 
     params = config.load("params.yaml")
     params["profile"] = "smoke"

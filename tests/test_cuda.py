@@ -13,8 +13,8 @@ import torch_optimizer
 import yaml
 
 from arithrepro.device import autocast
-from arithrepro.evaluate import greedy_decode
-from arithrepro.models import build_model
+from arithrepro.decoding import greedy_decode
+from arithrepro.models.registry import build_model
 from arithrepro.optim import ForeachLamb
 from arithrepro.train import training_loss
 

@@ -17,7 +17,7 @@ import torch.multiprocessing as mp
 import yaml
 
 from arithrepro.train import TrainConfig
-from tests.test_train import run
+from tests.helpers import run
 
 ROOT = Path(__file__).resolve().parents[1]
 

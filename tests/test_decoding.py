@@ -3,22 +3,9 @@
 import pytest
 import torch
 
-from arithrepro.evaluate import accuracy_by, greedy_decode
+from arithrepro.decoding import accuracy_by, greedy_decode
 
-from tests.test_models import LM_NAMES, build
-
-def brute_force(model, prompt: torch.Tensor, max_new: int, stop: int) -> list[int]:
-    """Recompute the whole forward pass for every new token of a single sample."""
-    seq = prompt.tolist()
-    out = []
-    for _ in range(max_new):
-        with torch.no_grad():
-            nxt = int(model(torch.tensor([seq]))[0, -1].argmax())
-        out.append(nxt)
-        seq.append(nxt)
-        if nxt == stop:
-            break
-    return out + [stop] * (max_new - len(out))
+from tests.helpers import LM_NAMES, brute_force, build
 
 
 @pytest.mark.parametrize("name", LM_NAMES)

@@ -7,7 +7,7 @@ import torch
 from arithrepro import config
 from arithrepro.device import autocast, resolve_device, resolve_precision, to_device
 from arithrepro.train import TrainConfig
-from tests.test_train import run
+from tests.helpers import run
 
 CUDA = torch.cuda.is_available()
 
@@ -22,7 +22,7 @@ def test_auto_picks_what_torch_sees():
 @pytest.mark.parametrize("bf16", [True, False])
 def test_auto_on_a_gpu_follows_each_tasks_source(monkeypatch, bf16):
     """Only the abacus source trained in mixed precision; every other task stays fp32 on a GPU."""
-    from arithrepro.tasks import TASKS
+    from arithrepro.tasks.registry import TASKS
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
     got = {t: resolve_precision("auto", "cuda", task.precision) for t, task in TASKS.items()}

@@ -8,17 +8,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from arithrepro import config, estimate
+from arithrepro import estimate
 from arithrepro.stages.estimate import estimate as estimate_command
-from arithrepro.tasks import TASKS
+from arithrepro.tasks.registry import TASKS
 from arithrepro.train import StreamBatches, TrainConfig
-from tests.test_train import run, sources
+from tests.helpers import build, run, sources
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def smoke() -> dict:
-    return config.with_profile(config.load(ROOT / "params.yaml"), "smoke")
 
 
 @pytest.mark.parametrize("changes", [
@@ -44,8 +40,6 @@ def test_step_clock_times_exactly_the_timed_steps(monkeypatch):
         now[0] += 1.0
         return x, x, torch.ones_like(x, dtype=torch.bool)
 
-    from tests.test_models import build
-
     net = build("lstm", "small", dropout=0.0)
     batches = StreamBatches(draw, 4, 1000, seed=0)
     assert estimate.time_steps(net, batches, TrainConfig(lr=0.01, seed=0), warmup=2, timed=3) == 1.0
@@ -53,8 +47,8 @@ def test_step_clock_times_exactly_the_timed_steps(monkeypatch):
         estimate.time_steps(net, batches, TrainConfig(lr=0.01, seed=0), warmup=0, timed=3)
 
 
-def test_dims_need_no_files_and_match_the_data(tmp_path):
-    params = smoke()
+def test_dims_need_no_files_and_match_the_data(tmp_path, smoke_params):
+    params = smoke_params
     for name in ("expr", "abacus"):
         TASKS[name].generate(params, tmp_path / name)
         meta = json.loads((tmp_path / name / "meta.json").read_text())
@@ -66,8 +60,8 @@ def test_dims_need_no_files_and_match_the_data(tmp_path):
             assert dims["eval_run"] == max(meta["grid_max"], *meta["diagonal"]) + 1
 
 
-def test_expr_batches_without_files_have_the_real_runs_shape(tmp_path):
-    params = smoke()
+def test_expr_batches_without_files_have_the_real_runs_shape(tmp_path, smoke_params):
+    params = smoke_params
     t = TASKS["expr"]
     t.generate(params, tmp_path)
     real = t.train_batches(params, tmp_path, 0, "cpu")
@@ -80,7 +74,7 @@ def test_expr_batches_without_files_have_the_real_runs_shape(tmp_path):
     assert torch.equal(x[:, 1:], y[:, :-1]) and mask.any(1).all()  # next-token targets, answers
 
 
-def test_estimate_projects_every_task_of_the_smoke_profile(tmp_path):
+def test_estimate_projects_every_task_of_the_smoke_profile(tmp_path, smoke_params):
     out = tmp_path / "estimate.json"
     result = CliRunner().invoke(estimate_command, [
         "--params", str(ROOT / "params.yaml"), "--profile", "smoke", "--steps", "1",
@@ -95,7 +89,7 @@ def test_estimate_projects_every_task_of_the_smoke_profile(tmp_path):
         assert r["run_s"] == pytest.approx(r["steps"] * r["timing"]["step_s"]
                                            + r["validations"] * r["timing"]["validation_s"])
         assert r["total_s"] == pytest.approx(r["runs"] * r["run_s"])
-    params = smoke()
+    params = smoke_params
     e = params["expr"]
     assert sum(r["runs"] for r in by_task["expr"]) == len(e["models"]) * len(e["sizes"]) * len(e["seeds"])
     assert {r["label"] for r in by_task["looped"]} == {"standard-notebook", "looped-notebook"}
@@ -121,13 +115,12 @@ def test_estimate_refuses_an_unknown_profile():
         "allowed: smoke, cpu, paper")
 
 
-def test_grid_cells_are_timed_with_their_own_loop_config():
+def test_grid_cells_are_timed_with_their_own_loop_config(smoke_params):
     """The estimate builds a cell through the train stage's own grid_cell: its optimizer and
     progressive loss, and the stream task's own batches."""
-    from arithrepro.stages.train import grid_cell
 
-    params = smoke()
-    arch, cfg = grid_cell(params, "abacus", "abacus", "l2r2", 0, "fp32")
+    params = smoke_params
+    arch, cfg = TASKS["abacus"].cell(params, "abacus", "l2r2", 0, "fp32")
     assert cfg.progressive and cfg.optimizer == params["abacus"]["train"]["optimizer"]
     assert arch["dims"] == TASKS["abacus"].dims(params)
     batches = TASKS["abacus"].sample_batches(params, 0, "cpu")

@@ -1,21 +1,15 @@
 """Tokenization, loss masks and exact-match scoring of the expr task."""
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arithrepro.tasks.expr import EQ, PAD, START, STOP, TASK, Split, VOCAB, answer_text, decode, encode
+from arithrepro.tasks.expr import EQ, PAD, START, STOP, TASK, VOCAB, answer_text, decode, encode
+from tests.helpers import split_of
 
 problems = st.text(alphabet="0123456789+-*()", min_size=1, max_size=30)
 answers = st.text(alphabet="-0123456789", min_size=1, max_size=5)
-
-
-def split_of(pairs, width=38):
-    ids = encode([p for p, _ in pairs], [a for _, a in pairs], width)
-    lengths = torch.tensor([len(p) for p, _ in pairs])
-    return Split(torch.from_numpy(ids.astype(np.int64)), lengths + 1, lengths)
 
 
 def test_vocabulary_order_is_the_sources():
@@ -72,16 +66,13 @@ def test_score_is_exact_match_including_stop():
     assert TASK.score(split, generated).tolist() == [True, False, False, True]
 
 
-def test_a_profile_narrows_the_length_range_and_is_checked():
-    import copy
-
+def test_a_profile_narrows_the_length_range_and_is_checked(params):
     from arithrepro import config
     from arithrepro.tasks.expr import data_params
 
-    params = config.load("params.yaml")
     paper = data_params(params, "paper")
     assert (paper["min_in"], paper["max_in"], paper["max_out"]) == (8, 30, 5)  # the source's
-    p = copy.deepcopy(params)
+    p = params  # a copy of its own
     p["profiles"]["cpu"]["expr"]["data"].update(max_in=12, ood_min_in=13, ood_max_in=16)
     cpu = data_params(p, "cpu")
     assert (cpu["max_in"], cpu["ood_min_in"], cpu["ood_max_in"]) == (12, 13, 16)

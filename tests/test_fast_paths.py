@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from arithrepro.models import dropout as dropout_module
 from arithrepro.models import transformer
 from arithrepro.models.dropout import Dropout, dropout_scale
-from arithrepro.models.transformer import Attention
+from arithrepro.models.transformer import Attention, TransformerConfig
 
 
 def test_dropout_keeps_one_minus_p_and_scales_the_kept():
@@ -52,7 +52,8 @@ def fixed_masks(monkeypatch, seed=0):
 def test_attention_with_dropout_equals_the_written_out_one(monkeypatch, causal, masked):
     torch.manual_seed(0)
     B, nh, T, hs = 3, 2, 7, 4
-    attn = Attention(nh * hs, nh * hs, nh, 0.3, 16).double().train()
+    cfg = TransformerConfig(d_model=nh * hs, heads=nh, dropout=0.3, max_len=16)
+    attn = Attention(cfg).double().train()
     q, k, v = (torch.randn(B, nh, T, hs, dtype=torch.float64, requires_grad=True) for _ in range(3))
     allowed = torch.rand(T, T) > 0.3 if masked else None
     if masked:
@@ -76,7 +77,7 @@ def test_attention_with_dropout_equals_the_written_out_one(monkeypatch, causal, 
 
 def test_attention_without_dropout_is_sdpa():
     torch.manual_seed(0)
-    attn = Attention(16, 16, 4, 0.0, 16).train()
+    attn = Attention(TransformerConfig(d_model=16, heads=4, max_len=16)).train()
     q, k, v = (torch.randn(2, 4, 5, 4) for _ in range(3))
     ref = attn.o(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).flatten(2))
     torch.testing.assert_close(attn.attend(q, k, v, True), ref)
@@ -85,7 +86,7 @@ def test_attention_without_dropout_is_sdpa():
 @pytest.mark.parametrize("rope,pos", [(True, 0), (True, 3), (False, 0)])
 def test_qkv_in_one_matmul_equals_separate_projections(rope, pos):
     torch.manual_seed(0)
-    attn = Attention(24, 16, 4, 0.0, 32, rope=rope).double()
+    attn = Attention(TransformerConfig(d_model=24, d_sa=16, heads=4, max_len=32, rope=rope)).double()
     for lin in (attn.q, attn.k, attn.v):
         torch.nn.init.normal_(lin.bias)
     x = torch.randn(3, 6, 24, dtype=torch.float64, requires_grad=True)

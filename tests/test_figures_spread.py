@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from arithrepro.report import charlm_report, figures, length_figures, modular_figures
+from arithrepro.report import (abacus_looped_figures, charlm_figures, expr_figures, modular_figures,
+                               plotting)
 
 THREE, ONE = (0, 1, 2), (0,)
 
@@ -135,11 +136,11 @@ def charlm_inputs(root: Path, seeds) -> tuple[pd.DataFrame, Path]:
 def drawn(monkeypatch) -> dict:
     """{png name: its figure}, filled as the renderers save (and close) their figures."""
     shown = {}
-    for module in (figures, length_figures, modular_figures, charlm_report):
-        def save(plt, fig, path, real=module._save):
+    for module in (expr_figures, abacus_looped_figures, modular_figures, charlm_figures):
+        def save(plt, fig, path, real=module.save):
             shown[Path(path).name] = fig
             return real(plt, fig, path)
-        monkeypatch.setattr(module, "_save", save)
+        monkeypatch.setattr(module, "save", save)
     return shown
 
 
@@ -171,30 +172,30 @@ def _title(fig) -> str:
 
 def test_seed_spread_mean_std_and_range_on_known_numbers():
     frame = pd.DataFrame({"x": [1, 1, 1, 2, 3], "v": [0.1, 0.2, 0.6, 0.5, float("nan")]})
-    std = figures.seed_spread(frame, "x", "v")
+    std = plotting.seed_spread(frame, "x", "v")
     assert std["x"].tolist() == [1, 2]  # a NaN is no seed
     assert std["n"].tolist() == [3, 1]
     s = math.sqrt(((0.1 - 0.3) ** 2 + (0.2 - 0.3) ** 2 + (0.6 - 0.3) ** 2) / 2)
     assert std["mean"].tolist() == pytest.approx([0.3, 0.5])
     assert std["low"].tolist() == pytest.approx([0.3 - s, 0.5])
     assert std["high"].tolist() == pytest.approx([0.3 + s, 0.5])
-    rng = figures.seed_spread(frame, "x", "v", band="range")
+    rng = plotting.seed_spread(frame, "x", "v", band="range")
     assert rng["low"].tolist() == pytest.approx([0.1, 0.5])
     assert rng["high"].tolist() == pytest.approx([0.6, 0.5])
     with pytest.raises(ValueError, match="band"):
-        figures.seed_spread(frame, "x", "v", band="iqr")
+        plotting.seed_spread(frame, "x", "v", band="iqr")
 
 
 def test_shade_spread_clips_to_bounds_and_skips_one_seed():
-    plt = figures._pyplot()
+    plt = plotting.pyplot()
     fig, ax = plt.subplots()
     spread = pd.DataFrame({"x": [1, 2], "n": [3, 3], "mean": [0.9, 0.5], "low": [0.8, 0.2],
                            "high": [1.1, 0.7]})
-    figures.shade_spread(ax, spread, "x", "C0", scale=100, bounds=(0, 1))
+    plotting.shade_spread(ax, spread, "x", "C0", scale=100, bounds=(0, 1))
     (band,) = _bands(ax)
     assert _band_at(band, 1) == pytest.approx((80, 100))
     assert _band_at(band, 2) == pytest.approx((20, 70))
-    figures.shade_spread(ax, spread.assign(n=1), "x", "C0")
+    plotting.shade_spread(ax, spread.assign(n=1), "x", "C0")
     assert len(_bands(ax)) == 1
     plt.close(fig)
 
@@ -203,7 +204,7 @@ def test_shade_spread_clips_to_bounds_and_skips_one_seed():
 
 def test_expr_accuracy_by_length_has_a_band_per_split_and_bars_on_the_loss(tmp_path, drawn):
     summary, by_length, data = expr_inputs(tmp_path, THREE)
-    figures.render_expr(summary, by_length, data, tmp_path / "plots")
+    expr_figures.render_expr(summary, by_length, data, tmp_path / "plots")
     ax = drawn["accuracy_vs_length.png"].axes[0]
     bands = _bands(ax)
     assert len(bands) == 4  # test and OOD, for each of the two architectures
@@ -223,7 +224,7 @@ def test_expr_accuracy_by_length_has_a_band_per_split_and_bars_on_the_loss(tmp_p
 
 def test_expr_one_seed_draws_no_band(tmp_path, drawn):
     summary, by_length, data = expr_inputs(tmp_path, ONE)
-    paths = figures.render_expr(summary, by_length, data, tmp_path / "plots")
+    paths = expr_figures.render_expr(summary, by_length, data, tmp_path / "plots")
     assert all(p.is_file() for p in paths)
     for name in ("accuracy_vs_length.png", "val_loss_vs_params.png", "accuracy_vs_params.png"):
         assert not _bands(drawn[name].axes[0]) and not _bars(drawn[name].axes[0]), name
@@ -234,7 +235,7 @@ def test_expr_one_seed_draws_no_band(tmp_path, drawn):
 
 def test_abacus_bars_per_cell_and_mean_heatmaps(tmp_path, drawn):
     summary, eval_dir, data_dir = abacus_inputs(tmp_path, THREE)
-    paths = length_figures.render_abacus(summary, eval_dir, data_dir, tmp_path / "plots")
+    paths = abacus_looped_figures.render_abacus(summary, eval_dir, data_dir, tmp_path / "plots")
     heatmaps = sorted(p.name for p in paths if p.parent.name == "heatmaps")
     assert heatmaps == sorted([f"abacus-{s}-{seed}.png" for s in ("l2r2", "l4r4") for seed in THREE]
                               + ["abacus-l2r2-mean.png", "abacus-l4r4-mean.png"])
@@ -242,7 +243,7 @@ def test_abacus_bars_per_cell_and_mean_heatmaps(tmp_path, drawn):
     assert "mean over 3 seeds" in _title(drawn["abacus-l2r2-mean.png"])
     # The mean grid is the mean of the seeds' grids, cell by cell.
     grids = [pd.read_csv(eval_dir / f"abacus-l2r2-{s}.csv") for s in THREE]
-    mean = length_figures.mean_grid(grids).set_index(["recurrences", "n1", "n2"])["accuracy"]
+    mean = abacus_looped_figures.mean_grid(grids).set_index(["recurrences", "n1", "n2"])["accuracy"]
     expected = sum(g.set_index(["recurrences", "n1", "n2"])["accuracy"] for g in grids) / 3
     pd.testing.assert_series_equal(mean.sort_index(), expected.sort_index(), check_names=False)
     # OOD accuracy at 8 recurrences for l2r2: the bar spans mean ± std over the seeds.
@@ -258,7 +259,7 @@ def test_abacus_bars_per_cell_and_mean_heatmaps(tmp_path, drawn):
 
 def test_abacus_one_seed_keeps_its_cells_only(tmp_path, drawn):
     summary, eval_dir, data_dir = abacus_inputs(tmp_path, ONE)
-    paths = length_figures.render_abacus(summary, eval_dir, data_dir, tmp_path / "plots")
+    paths = abacus_looped_figures.render_abacus(summary, eval_dir, data_dir, tmp_path / "plots")
     assert sorted(p.name for p in paths) == ["abacus-l2r2-0.png", "abacus-l4r4-0.png",
                                              "ood_vs_recurrences.png"]
     assert not _bars(drawn["ood_vs_recurrences.png"].axes[0])
@@ -269,7 +270,7 @@ def test_abacus_one_seed_keeps_its_cells_only(tmp_path, drawn):
 
 def test_looped_bands_exact_and_per_digit_accuracy(tmp_path, drawn):
     summary, eval_dir, data_dir = looped_inputs(tmp_path, THREE)
-    length_figures.render_looped(summary, eval_dir, data_dir, tmp_path / "plots")
+    abacus_looped_figures.render_looped(summary, eval_dir, data_dir, tmp_path / "plots")
     fig = drawn["accuracy_vs_digits.png"]
     bands = _bands(fig.axes[0])
     assert len(bands) == 4  # exact match and per digit, for each model
@@ -284,7 +285,7 @@ def test_looped_bands_exact_and_per_digit_accuracy(tmp_path, drawn):
 
 def test_looped_one_seed_draws_no_band(tmp_path, drawn):
     summary, eval_dir, data_dir = looped_inputs(tmp_path, ONE)
-    length_figures.render_looped(summary, eval_dir, data_dir, tmp_path / "plots")
+    abacus_looped_figures.render_looped(summary, eval_dir, data_dir, tmp_path / "plots")
     assert not _bands(drawn["accuracy_vs_digits.png"].axes[0])
     assert "one seed" in _title(drawn["accuracy_vs_digits.png"])
 
@@ -315,7 +316,7 @@ def test_modular_sanity_one_seed_draws_no_band(tmp_path, drawn):
 
 def test_charlm_validation_band_per_run(tmp_path, drawn):
     summary, out = charlm_inputs(tmp_path, THREE)
-    charlm_report.render_charlm(summary, None, None, out)
+    charlm_figures.render_charlm(summary, None, None, out)
     fig = drawn["loss_curves.png"]
     assert [len(_bands(ax)) for ax in fig.axes] == [2, 2]  # a band per model, per seq_length
     v = [pd.read_csv(out / "val" / f"gru-s64-{s}.csv").set_index("step").loc[200, "val_loss"]
@@ -329,7 +330,7 @@ def test_charlm_validation_band_per_run(tmp_path, drawn):
 
 def test_charlm_one_seed_draws_no_band(tmp_path, drawn):
     summary, out = charlm_inputs(tmp_path, ONE)
-    charlm_report.render_charlm(summary, None, None, out)
+    charlm_figures.render_charlm(summary, None, None, out)
     fig = drawn["loss_curves.png"]
     assert not any(_bands(ax) for ax in fig.axes)
     assert "±" not in _title(fig)

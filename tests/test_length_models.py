@@ -1,30 +1,26 @@
-"""The abacus decoder and the looped task's encoders: counts, shapes, loops, masks, decoding."""
+"""The abacus decoder and the looped task's encoders: counts at the source's sizes, loops,
+masks, offsets, progressive loss, batched decoding. (Shapes, causality, gradients and decoding
+of every model: test_model_contract.)"""
 
 import pytest
 import torch
 
-from arithrepro.models import MODELS
+from arithrepro.decoding import greedy_decode
 from arithrepro.models.lm import count_params
 from arithrepro.tasks.abacus import VOCAB
+from tests.helpers import brute_force, build
 
-ABACUS_DIMS = dict(vocab_size=15, max_len=64, pad_id=14, digit_ids=list(range(10)),
-                   train_run=6, eval_run=12)
-LOOPED_DIMS = dict(base=10, classes=10, max_len=100)
+# The abacus decoder at width 32 (the fields a profile's budget sets: d_model, d_ff, heads,
+# offset_k), and the looped notebook's encoders.
+ABACUS = {"block_layers": 1, "recurrences": 4, "d_model": 32, "d_ff": 64, "heads": 4,
+          "offset_k": 8}
 NOTEBOOK = {"standard": {"d_model": 128, "d_ff": 512, "layers": 4, "heads": 4},
             "looped": {"d_model": 128, "d_ff": 512, "heads": 4, "loop_offset": 4}}
-LENGTH_MODELS = ["abacus", "standard", "looped"]
 
 
-def abacus(block_layers=1, recurrences=4, d=32, offset_k=8, dropout=0.0):
-    torch.manual_seed(0)
-    size = {"block_layers": block_layers, "recurrences": recurrences, "d_model": d,
-            "d_ff": 2 * d, "heads": 4, "offset_k": offset_k}
-    return MODELS["abacus"].build(size, dropout=dropout, **ABACUS_DIMS)
-
-
-def encoder(name, dropout=0.0):
-    torch.manual_seed(0)
-    return MODELS[name].build(NOTEBOOK[name], dropout=dropout, **LOOPED_DIMS)
+def abacus(**fields):
+    """The abacus decoder at ABACUS, with `fields` replaced."""
+    return build("abacus", {**ABACUS, **fields})
 
 
 def block_params(d, d_ff):
@@ -34,25 +30,22 @@ def block_params(d, d_ff):
 def test_parameter_counts():
     d, ff = 128, 512
     head, embed = d * 10 + 10, 2 * 10 * d + d
-    assert count_params(encoder("standard")) == embed + 100 * d + 4 * block_params(d, ff) + 2 * d + head
+    assert count_params(build("standard", NOTEBOOK["standard"])) == embed + 100 * d + 4 * block_params(d, ff) + 2 * d + head
     # One shared block, plus the per-head bias of the two attention offsets.
-    assert count_params(encoder("looped")) == embed + block_params(d, ff) + 4 * 2 + 2 * d + head
-    m = abacus(block_layers=2, recurrences=3, d=32)
+    assert count_params(build("looped", NOTEBOOK["looped"])) == embed + block_params(d, ff) + 4 * 2 + 2 * d + head
+    m = abacus(block_layers=2, recurrences=3)
     positions = max(8 - 1 + 6, 12) + 1
     assert count_params(m) == 15 * 32 + positions * 32 + 2 * block_params(32, 64) + 2 * 32 + 15 * 32
 
 
-def test_encoders_shapes_and_loop_count():
-    x = torch.randint(0, 10, (3, 9, 2))
-    for name in ("standard", "looped"):
-        assert encoder(name)(x).shape == (3, 9, 10)
-    looped = encoder("looped")
+def test_encoders_loop_count():
+    looped = build("looped", NOTEBOOK["looped"])
     calls = []
     looped.core.blocks[0].register_forward_hook(lambda *a: calls.append(1))
     looped(torch.randint(0, 10, (2, 13, 2)))
     assert len(calls) == 13 + 4  # positions + loop_offset = L + 5 for L = 12 digits
     calls.clear()
-    standard = encoder("standard")
+    standard = build("standard", NOTEBOOK["standard"])
     for b in standard.core.blocks:
         b.register_forward_hook(lambda *a: calls.append(1))
     standard(torch.randint(0, 10, (2, 13, 2)))
@@ -60,9 +53,7 @@ def test_encoders_shapes_and_loop_count():
 
 
 def test_looped_extra_loops_vary_in_training_only():
-    torch.manual_seed(0)
-    looped = MODELS["looped"].build({**NOTEBOOK["looped"], "extra_loops": 3}, dropout=0.0,
-                                    **LOOPED_DIMS)
+    looped = build("looped", {**NOTEBOOK["looped"], "extra_loops": 3})
     calls = []
     looped.core.blocks[0].register_forward_hook(lambda *a: calls.append(1))
     x = torch.randint(0, 10, (2, 9, 2))
@@ -81,7 +72,7 @@ def test_looped_extra_loops_vary_in_training_only():
 
 def test_looped_attention_moves_one_position_per_loop():
     """With window {i-1, i}, position i after k loops depends on positions i-k..i only."""
-    model = encoder("looped").eval()
+    model = build("looped", NOTEBOOK["looped"]).eval()
     model.loop_offset = None  # a fixed loop count for this test
     model.core.recurrences = 3
     x = torch.randint(0, 10, (2, 12, 2))
@@ -100,7 +91,7 @@ def test_looped_attention_moves_one_position_per_loop():
 
 def test_standard_model_refuses_lengths_beyond_its_positions():
     with pytest.raises(ValueError, match="101 positions exceed the 100 learned absolute positions"):
-        encoder("standard")(torch.zeros(1, 101, 2, dtype=torch.long))
+        build("standard", NOTEBOOK["standard"])(torch.zeros(1, 101, 2, dtype=torch.long))
 
 
 def test_progressive_exit_equals_a_shorter_run():
@@ -128,24 +119,14 @@ def test_input_injection_adds_the_embedded_input_at_each_recurrence():
 
 
 def test_abacus_cached_decoding_equals_recomputation():
-    from arithrepro.evaluate import greedy_decode
-    from tests.test_decoding import brute_force
-
+    """Batched prompts of different lengths: each sample's digit-run positions carry on through
+    the cache as a full forward would number them."""
     m = abacus(recurrences=3).eval()
     tokens = torch.randint(0, 15, (6, 14))
     plen = torch.tensor([5, 7, 7, 9, 10, 12])
     got = greedy_decode(m, tokens, plen, 6, VOCAB.index("$"))
     want = [brute_force(m, tokens[i, :plen[i]], 6, VOCAB.index("$")) for i in range(6)]
     assert got.tolist() == want
-
-
-def test_abacus_is_causal():
-    m = abacus().eval()
-    x = torch.randint(0, 15, (2, 12))
-    y = x.clone()
-    y[:, 7:] = torch.randint(0, 15, (2, 5))
-    with torch.no_grad():
-        torch.testing.assert_close(m(x)[:, :7], m(y)[:, :7])
 
 
 def test_training_offsets_are_random_and_evaluation_offsets_zero():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from arithrepro.models import build_model
+from arithrepro.models.registry import build_model
 from arithrepro.tasks.expr import PAD, TASK, Split, encode
 from arithrepro.tasks.expr_grammar import generate_unique
 from arithrepro.train import micro_batches, training_loss

@@ -1,5 +1,6 @@
 """The modular studies' models, written from their equations: each hand-written piece against
-PyTorch's own, parameter counts P, the pruned last layer, attention weights and hidden states."""
+PyTorch's own, parameter counts P, the pruned last layer. (Shapes, causality, gradients,
+decoding and the trace's attention and hidden states of every model: test_model_contract.)"""
 
 import math
 
@@ -7,60 +8,47 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from arithrepro.models import MODELS
 from arithrepro.models.lm import count_params
 from arithrepro.models.recurrent import LSTMCore
-from arithrepro.models.transformer import Attention, LayerNorm, SinusoidalPositions
+from arithrepro.models.transformer import Attention, LayerNorm, SinusoidalPositions, TransformerConfig
 from arithrepro.tasks.modular import embedding_params
+from tests.helpers import DIMS, build
 
 MODULAR_MODELS = ["lstm-std", "gpt-sin"]
-V, PAD = 36, 35
+V = DIMS["gpt-sin"]["vocab_size"]
 
 
-def build(name, d=32, layers=2, heads=4, dropout=0.0):
-    torch.manual_seed(0)
-    return MODELS[name].build({"d_model": d, "layers": layers, "heads": heads}, dropout=dropout,
-                              vocab_size=V, max_len=8, pad_id=PAD)
+def size(d=32, layers=2):
+    """The modular models' size fields (the LSTM ignores heads)."""
+    return {"d_model": d, "layers": layers, "heads": 4}
 
 
 def test_parameter_counts_exclude_the_embedding():
     for d, L in ((128, 2), (64, 1), (256, 3)):
         head = d * V + V
-        lstm = build("lstm-std", d, L)
+        lstm = build("lstm-std", size(d, L))
         assert count_params(lstm) - embedding_params(lstm) == L * (8 * d * d + 4 * d) + head
-        gpt = build("gpt-sin", d, L)
+        gpt = build("gpt-sin", size(d, L))
         # per block: q, k, v, o with bias, two LayerNorms, a bias-free 4d MLP; a final LayerNorm
         assert count_params(gpt) - embedding_params(gpt) == L * (12 * d * d + 8 * d) + 2 * d + head
         assert embedding_params(gpt) == V * d  # the sinusoidal positions have no parameters
 
 
 @pytest.mark.parametrize("name", MODULAR_MODELS)
-def test_shapes_causality_and_gradients(name):
-    m = build(name)
-    x = torch.randint(0, 31, (5, 6))
-    logits = m(x)
-    assert logits.shape == (5, 6, V)
-    logits.sum().backward()
-    assert all(p.grad is not None for p in m.parameters())
-    changed = x.clone()
-    changed[:, 4:] = (changed[:, 4:] + 1) % 31
-    with torch.no_grad():
-        assert torch.allclose(m(x)[:, :4], m(changed)[:, :4], atol=1e-6)
-
-
-@pytest.mark.parametrize("name", MODULAR_MODELS)
 def test_outputs_from_equals_the_full_forwards_tail(name):
     """The last block computed at the scored positions only: the same logits and gradients."""
-    m = build(name)
+    m = build(name, size())
     x = torch.randint(0, 31, (7, 6))
     full = m(x)
     tail = m(x, outputs_from=4)
     assert tail.shape == (7, 2, V)
     assert torch.allclose(full[:, 4:], tail, atol=1e-5)
-    g_full = torch.autograd.grad(full[:, 4:].square().sum(), list(m.parameters()), allow_unused=True)
-    g_tail = torch.autograd.grad(tail.square().sum(), list(m.parameters()), allow_unused=True)
-    for a, b in zip(g_full, g_tail):
-        assert (a is None and b is None) or torch.allclose(a, b, atol=1e-5)
+    names = [n for n, _ in m.named_parameters()]
+    g_full = torch.autograd.grad(full[:, 4:].square().sum(), list(m.parameters()))
+    g_tail = torch.autograd.grad(tail.square().sum(), list(m.parameters()))
+    for name, a, b in zip(names, g_full, g_tail):
+        assert a.any(), f"{name}: no gradient to compare"  # every parameter reaches the tail
+        assert torch.allclose(a, b, atol=1e-5), name
 
 
 def test_standard_lstm_equals_torch_lstm():
@@ -115,10 +103,11 @@ def test_layernorm_from_its_equation_equals_torch():
 
 def test_manual_attention_equals_the_fused_one_and_returns_weights():
     torch.manual_seed(0)
-    att = Attention(32, 32, 4, 0.0, 8, rope=False).eval()
+    att = Attention(TransformerConfig(d_model=32, heads=4, max_len=8, rope=False)).eval()
     x = torch.randn(3, 6, 32)
     weights = []
-    manual = att(x, weights=weights)
+    manual, w = att.traced(x)
+    weights.append(w)
     assert torch.allclose(manual, att(x), atol=1e-5)
     w = weights[0]
     assert w.shape == (3, 4, 6, 6)
@@ -140,17 +129,8 @@ def test_sinusoidal_positions():
     assert not pe.state_dict()  # fixed: nothing to save
 
 
-def test_trace_returns_hidden_states_and_attention_per_layer():
-    m = build("gpt-sin", d=32, layers=3).eval()
-    x = torch.randint(0, 31, (2, 6))
-    t = m.trace(x)
-    assert len(t["hidden"]) == 4 and all(h.shape == (2, 6, 32) for h in t["hidden"])
-    assert len(t["attention"]) == 3 and all(w.shape == (2, 4, 6, 6) for w in t["attention"])
-    assert torch.allclose(t["logits"], m(x), atol=1e-5)
-
-
 def test_gpt_uses_the_hand_written_layernorm_and_a_bias_free_mlp():
-    m = build("gpt-sin")
+    m = build("gpt-sin", size())
     block = m.core.blocks[0]
     assert isinstance(block.ln1, LayerNorm) and isinstance(m.core.norm, LayerNorm)
     assert block.ff[0].bias is None and block.ff[-1].bias is None
@@ -162,7 +142,7 @@ def test_training_step_uses_the_right_hand_side_only():
     """The fit loop's loss with outputs_from equals the masked loss of the full forward."""
     from arithrepro.train import training_loss
 
-    m = build("gpt-sin")
+    m = build("gpt-sin", size())
     x = torch.randint(0, 31, (4, 6))
     y = torch.randint(0, 31, (4, 6))
     mask = torch.zeros(4, 6, dtype=torch.bool)

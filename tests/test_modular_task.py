@@ -210,11 +210,11 @@ def test_attention_samples_must_be_samples_of_the_data(params):
 
 
 def test_the_loop_gets_the_cells_warmup_and_beta2(params):
-    from arithrepro.stages.modular_study import setup
+    from arithrepro.tasks.modular import cell as study_cell
 
     p = copy.deepcopy(params)
     p["profile"] = "smoke"
     p["profiles"]["smoke"]["modular"]["base"].update(warmup_frac=0.25, beta2=0.95, schedule="linear")
     run = study_runs(p, "sanity")[0]
-    cfg = setup(run, "cpu", "fp32", False)[4]
+    cfg = study_cell(run, "cpu", "fp32", False)[4]
     assert (cfg.warmup_frac, cfg.beta2, cfg.schedule, cfg.optimizer) == (0.25, 0.95, "linear", "adamw")

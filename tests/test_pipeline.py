@@ -1,4 +1,6 @@
-"""The real DVC pipeline, smoke profile, in a temporary clone of this checkout."""
+"""The real DVC pipeline, smoke profile, in a temporary clone of this checkout: one full run
+(the `first_run` fixture) checked by the tests that follow it, then re-runs and experiments in
+the same clone."""
 
 import json
 import math
@@ -8,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,8 +28,8 @@ SMOKE = ["-S", "profile=smoke"]
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
-def sh(args, cwd, check=True):
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1",
+def sh(args, cwd, check=True, **extra_env):
+    env = {**os.environ, **extra_env, "DVC_NO_ANALYTICS": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@localhost",
            "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@localhost"}
@@ -59,16 +62,80 @@ def metrics(path: Path) -> dict:
             for task, runs in summary.items()}
 
 
-def test_smoke_pipeline_end_to_end(clone):
-    out = sh(["dvc", "exp", "run", *SMOKE], clone)
-    assert "Running stage 'train-expr@retran-large-0'" in out
-    summary = json.loads((clone / "metrics" / "summary.json").read_text())
+@dataclass(frozen=True)
+class FirstRun:
+    """The smoke profile's first `dvc exp run` in the clone: its output, and copies of the
+    metrics/ and plots/ it wrote, so that the checks of those files do not depend on the
+    experiments the later tests run in the same clone."""
+
+    out: str
+    saved: Path
+    reads: Path   # ARITHREPRO_PARAMS_LOG: each stage process's arguments and the keys it read
+
+    @property
+    def summary(self) -> dict:
+        return json.loads(self.read("metrics/summary.json"))
+
+    def read(self, name: str) -> str:
+        return (self.saved / name).read_text()
+
+
+@pytest.fixture(scope="module")
+def first_run(clone, tmp_path_factory) -> FirstRun:
+    """The whole pipeline, smoke profile: the one full run the tests below check."""
+    saved = tmp_path_factory.mktemp("first-run")
+    reads = saved / "params-reads.jsonl"
+    out = sh(["dvc", "exp", "run", *SMOKE], clone, ARITHREPRO_PARAMS_LOG=str(reads))
+    for folder in ("metrics", "plots"):
+        shutil.copytree(clone / folder, saved / folder)
+    return FirstRun(out, saved, reads)
+
+
+# --- what the first run wrote -----------------------------------------------------------------
+
+def test_expr_cells_are_all_trained_and_scored(first_run, clone):
+    assert "Running stage 'train-expr@retran-large-0'" in first_run.out
+    summary = first_run.summary
     cells = {f"{m}-{s}-0" for m in ("gpt", "lstm", "retran") for s in ("small", "medium", "large")}
     assert set(summary["expr"]) == cells
     for record in summary["expr"].values():
         assert {"params", "test_acc", "ood_acc", "best_val_loss", "train_seconds"} <= set(record)
         assert 0 <= record["test_acc"] <= 1 and 0 <= record["ood_acc"] <= 1
     assert summary["expr"]["gpt-large-0"]["params"] == 1_194_496
+    for split in ("train", "valid", "test", "ood"):
+        assert (clone / "data" / "expr" / f"{split}.parquet").is_file()
+
+
+def test_each_stage_lists_exactly_the_params_it_reads(first_run, clone):
+    """Every key a stage's process read is under one of the stage's `params:` in dvc.yaml (else
+    changing it would not re-run the stage), and every listed key was read (else changing it
+    would re-run the stage for nothing). A block read whole covers the keys listed inside it."""
+    from dvc.repo import Repo
+
+    declared = {}
+    for stage in Repo(str(clone)).index.stages:
+        keys = [k for dep in stage.deps if type(dep).__name__ == "ParamsDependency"
+                for k in dep.params]
+        declared[stage.cmd] = (stage.addressing, keys)
+    runs = [json.loads(line) for line in first_run.reads.read_text().splitlines()]
+    assert {"arithrepro " + " ".join(r["argv"]) for r in runs} == set(declared)
+
+    def under(key, block):
+        return key == block or key.startswith(block + ".")
+
+    wrong = {}
+    for r in runs:
+        name, keys = declared["arithrepro " + " ".join(r["argv"])]
+        unlisted = sorted(k for k in r["read"] if not any(under(k, d) for d in keys))
+        unread = sorted(d for d in keys
+                        if not any(under(k, d) or under(d, k) for k in r["read"]))
+        if unlisted or unread:
+            wrong[name] = {"read, not listed": unlisted, "listed, not read": unread}
+    assert wrong == {}
+
+
+def test_abacus_and_looped_records(first_run):
+    summary = first_run.summary
     assert set(summary["abacus"]) == {"abacus-l2r2-0"}
     assert set(summary["looped"]) == {"standard-notebook-0", "looped-notebook-0"}
     for task in ("abacus", "looped"):
@@ -77,7 +144,10 @@ def test_smoke_pipeline_end_to_end(clone):
     assert {"acc_r1", "acc_r2", "ood_r1", "acc_diag8"} <= set(summary["abacus"]["abacus-l2r2-0"])
     assert {"acc_len8", "acc_len24", "digit_acc_len24"} <= set(summary["looped"]["looped-notebook-0"])
     assert summary["looped"]["standard-notebook-0"]["params"] == 810_122
-    modular = summary["modular"]
+
+
+def test_modular_studies(first_run):
+    modular = first_run.summary["modular"]
     assert {"gpt-sin-sanity-0", "lstm-std-sanity-0", "lstm-std-data.r0.3-0", "gpt-sin-size.L1d8-0",
             "gpt-sin-compute.B16-0", "gpt-sin-orders-0",
             "lstm-std-regularization.wd0.5-0"} <= set(modular)
@@ -87,23 +157,32 @@ def test_smoke_pipeline_end_to_end(clone):
     assert modular["gpt-sin-sanity-0"]["params"] == 2 * (12 * 16 ** 2 + 8 * 16) + 2 * 16 + 16 * 12 + 12
     assert {"a0.5_val_acc", "a1_val_acc"} <= set(modular["gpt-sin-compute.B8-0"])
     assert {"o2_val_acc", "o3_val_acc"} <= set(modular["lstm-std-orders-0"])
-    assert (clone / "metrics" / "modular.md").read_text().startswith("# modular")
-    assert r"\begin{tabular}" in (clone / "metrics" / "modular.tex").read_text()
-    charlm = summary["charlm"]
+    assert first_run.read("metrics/modular.md").startswith("# modular")
+    assert r"\begin{tabular}" in first_run.read("metrics/modular.tex")
+
+
+def test_charlm_records_samples_and_compute_table(first_run):
+    charlm = first_run.summary["charlm"]
     assert set(charlm) == {f"{m}-s16-0" for m in CHARLM_MODELS}
     for record in charlm.values():
         assert {"final_val_loss", "best_val_loss", "final_bpc", "params", "train_seconds",
                 "tokens_per_s"} <= set(record)
         assert record["best_bpc"] == pytest.approx(record["best_val_loss"] / math.log(2))
-    samples = (clone / "metrics" / "charlm" / "samples.md").read_text()
+    samples = first_run.read("metrics/charlm/samples.md")
     assert all(f"## {m}-s16-0\n\n```text\nThe return value is" in samples for m in CHARLM_MODELS)
-    compute = (clone / "metrics" / "charlm" / "compute.md").read_text()
+    compute = first_run.read("metrics/charlm/compute.md")
     assert "## T = 16" in compute and all(f"| {m} (" in compute for m in CHARLM_MODELS)
-    csv = (clone / "metrics" / "summary.csv").read_text().splitlines()
+
+
+def test_tables_and_summary_csv(first_run):
+    csv = first_run.read("metrics/summary.csv").splitlines()
     assert csv[0].startswith("task,model,size,seed") and len(csv) == 13 + 22 + 5
     for task in ("expr", "abacus", "looped"):
-        assert (clone / "metrics" / f"{task}.md").read_text().startswith(f"### {task}")
-    assert "looped: exact match by length" in (clone / "metrics" / "looped.md").read_text()
+        assert first_run.read(f"metrics/{task}.md").startswith(f"### {task}")
+    assert "looped: exact match by length" in first_run.read("metrics/looped.md")
+
+
+def test_every_figure_is_a_png(first_run):
     pngs = [f"expr/{name}.png" for name in FIGURES] + [
         "abacus/heatmaps/abacus-l2r2-0.png", "abacus/ood_vs_recurrences.png",
         "looped/accuracy_vs_digits.png", "modular/attention/sample1.png"] + [
@@ -111,45 +190,95 @@ def test_smoke_pipeline_end_to_end(clone):
         "charlm/loss_curves.png", "charlm/attention/transformer-1-s16-0.png",
         "charlm/attention/transformer-8-s16-0.png"]
     for name in pngs:
-        assert (clone / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
-    for split in ("train", "valid", "test", "ood"):
-        assert (clone / "data" / "expr" / f"{split}.parquet").is_file()
+        assert (first_run.saved / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def test_plots_are_declared_to_dvc(first_run, clone):
     assert "plots/expr/curves" in sh(["dvc", "plots", "show", "--json"], clone)
 
-    # Nothing changed: nothing runs.
+
+# --- running again ----------------------------------------------------------------------------
+# These run `dvc repro` or experiments in the clone the first run left. Each needs the workspace
+# as some experiment left it (outputs up to date with params.yaml); the queue test at the end of
+# the file leaves it otherwise, so it stays last. The experiments build on each other in one
+# order, which their fixtures fix whatever order the tests run in.
+
+def test_nothing_reruns_when_nothing_changed(first_run, clone):
     assert "Running stage" not in sh(["dvc", "repro"], clone)
 
-    # Everything again from scratch gives the same metrics (all but the timings).
-    first = metrics(clone)
-    sh(["dvc", "repro", "-f"], clone)
-    assert metrics(clone) == first
 
-    # A GPT learning rate re-runs the GPT cells and what follows them, nothing else.
-    out = sh(["dvc", "exp", "run", *SMOKE, "-S", "models.gpt.lr=0.02"], clone)
-    ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+def test_a_forced_rerun_gives_the_same_metrics(first_run, clone):
+    """One stage of every kind again from scratch (each grid family's first cell, every study
+    and step stage, the report) gives the same metrics, all but the timings: the rest of a
+    family runs the same code on other settings, so the whole pipeline again would only double
+    the test's time."""
+    before = metrics(clone)
+    names = sh(["dvc", "stage", "list", "--name-only"], clone).split()
+    first = {}
+    for name in names:  # a grid family's first cell; every study, step and report stage
+        family = name.split("@")[0]
+        first.setdefault(name if family == "modular-study" else family, name)
+    out = sh(["dvc", "repro", "-f", "-s", *first.values()], clone)
+    assert ran_stages(out) == set(first.values())
+    assert metrics(clone) == before
+
+
+def ran_stages(out: str) -> set[str]:
+    return {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+
+
+@pytest.fixture(scope="module")
+def gpt_lr_run(first_run, clone) -> str:
+    return sh(["dvc", "exp", "run", *SMOKE, "-S", "models.gpt.lr=0.02"], clone)
+
+
+# Each experiment is conf/config.yaml and its own -S (they do not stack), so the later ones
+# repeat this one's.
+SWEEP = [*SMOKE, "-S", "profiles.smoke.modular.studies.data.sweep.r_train=[0.3,0.6]"]
+SAMPLED = [*SWEEP, "-S", "charlm.sample.temperature=0.5"]
+
+
+@pytest.fixture(scope="module")
+def sweep_run(gpt_lr_run, clone) -> str:
+    return sh(["dvc", "exp", "run", *SWEEP], clone)
+
+
+@pytest.fixture(scope="module")
+def sampled_run(sweep_run, clone) -> str:
+    return sh(["dvc", "exp", "run", *SAMPLED], clone)
+
+
+@pytest.fixture(scope="module")
+def wider_gru_run(sampled_run, clone) -> str:
+    return sh(["dvc", "exp", "run", *SAMPLED, "-S", "profiles.smoke.charlm.models.gru.d_model=24"],
+              clone)
+
+
+def test_a_gpt_learning_rate_reruns_the_gpt_cells_only(gpt_lr_run):
+    """A GPT learning rate re-runs the GPT cells and what follows them, nothing else."""
+    ran = ran_stages(gpt_lr_run)
     assert {f"train-expr@gpt-{s}-0" for s in ("small", "medium", "large")} <= ran
     assert not any(w in r for r in ran for w in ("lstm", "retran", "abacus", "looped", "generate",
                                                   "modular", "charlm")), ran
     assert "aggregate-tables" in ran
 
-    # A new value in one modular sweep trains that value's cells only: the other cells, and the
-    # other studies (which re-run, as they read the same profile block), come from the memo.
-    # (each experiment is conf/config.yaml and its own -S, so the later ones repeat this one's)
-    sweep = [*SMOKE, "-S", "profiles.smoke.modular.studies.data.sweep.r_train=[0.3,0.6]"]
-    out = sh(["dvc", "exp", "run", *sweep], clone)
-    assert "modular-study data: 4 cells (2 trained, 2 reused)" in out
-    assert "modular-study sanity: 2 cells (0 trained, 2 reused)" in out
+
+def test_a_new_sweep_value_trains_that_values_cells_only(sweep_run, clone):
+    """A new value in one modular sweep trains that value's cells only: the other cells, and the
+    other studies (which re-run, as they read the same profile block), come from the memo."""
+    assert "modular-study data: 4 cells (2 trained, 2 reused)" in sweep_run
+    assert "modular-study sanity: 2 cells (0 trained, 2 reused)" in sweep_run
     assert "lstm-std-data.r0.6-0" in json.loads((clone / "metrics" / "summary.json").read_text())["modular"]
 
-    # A sampling temperature re-samples; nothing trains.
-    sampled = [*sweep, "-S", "charlm.sample.temperature=0.5"]
-    out = sh(["dvc", "exp", "run", *sampled], clone)
-    ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+
+def test_a_sampling_temperature_resamples_and_trains_nothing(sampled_run, clone):
+    ran = ran_stages(sampled_run)
     assert ran == {"charlm-sample"}, ran
     assert "softmax(logits / 0.5)" in (clone / "metrics" / "charlm" / "samples.md").read_text()
-    # One model's width retrains that model's runs only.
-    out = sh(["dvc", "exp", "run", *sampled, "-S", "profiles.smoke.charlm.models.gru.d_model=24"], clone)
-    assert "charlm-train: 5 runs (1 trained, 4 reused)" in out
+
+
+def test_one_charlm_models_width_retrains_that_models_runs_only(wider_gru_run):
+    assert "charlm-train: 5 runs (1 trained, 4 reused)" in wider_gru_run
 
 
 def test_bad_params_stop_the_pipeline_with_one_line(clone):
@@ -187,10 +316,12 @@ def test_queued_cells_train_in_parallel_and_come_back_from_the_run_cache(clone):
     """The README's queued-grid recipe: cells queued as experiments, one worker per device,
     a failed cell re-queued under its name, a finished one re-queued at no cost, and all of them
     collected in the workspace by `dvc repro` without training."""
+    # Last in the file: it leaves the clone's params.yaml ahead of its outputs (another LSTM
+    # learning rate, only some stages run), which the tests above must not see.
     cells = [f"train-expr@lstm-{size}-0" for size in ("small", "medium", "large")]
     # The workspace's params and data first: queued experiments start from the workspace.
     sh(["dvc", "exp", "run", "-S", "profile=smoke", "-S", "models.lstm.lr=0.004",
-        "generate-datasets@expr"], clone)
+        "generate-expr"], clone)
     try:
         queue(clone, "-n", "expr-lstm-small-0", cells[0])
         queue(clone, "-n", "expr-lstm-medium-0", cells[1])

@@ -98,10 +98,10 @@ def test_dvc_lists_the_paper_cells(tmp_path):
     ("cpu", "looped", ("adam", "linear", 0.02, 0.0, True)),
 ])
 def test_each_profile_trains_with_its_stated_loop(profile, task, expected):
-    from arithrepro.stages.train import grid_cell
+    from arithrepro.tasks.registry import TASKS
 
     params = config.with_profile(config.load(ROOT / "params.yaml"), profile)
     model = params[task]["models"][-1]
-    _, cfg = grid_cell(params, task, model, params[task]["sizes"][0], 0, "fp32")
+    _, cfg = TASKS[task].cell(params, model, params[task]["sizes"][0], 0, "fp32")
     assert (cfg.optimizer, cfg.schedule, cfg.warmup_frac, cfg.weight_decay,
             cfg.restore_best) == expected

@@ -177,7 +177,8 @@ def test_train_and_evaluate_records_carry_both_provenances(smoke):
 
 
 def test_memoized_cells_record_their_training(smoke):
-    from arithrepro.stages.charlm import charlm_corpus, charlm_train
+    from arithrepro.stages.charlm_corpus import charlm_corpus
+    from arithrepro.stages.charlm_train import charlm_train
     from arithrepro.stages.modular_study import modular_study
 
     _invoke(modular_study, ["--study", "sanity"])

@@ -4,11 +4,9 @@ the per-step autograd path they replace: outputs and every gradient."""
 import pytest
 import torch
 
-from arithrepro.models import MODELS
 from arithrepro.models.recurrent import ElmanCell, GRUCell, LSTMCore, RecurrentCore
 from arithrepro.train import training_loss
-
-PAD = 3
+from tests.helpers import PAD, build
 
 
 def cores(layers):
@@ -103,11 +101,7 @@ def test_fused_equals_per_step_in_eval_mode(kind):
 @pytest.mark.parametrize("size", ["small", "large"])
 def test_expr_lstm_training_loss_gradients_float32(size):
     """The whole model through training_loss, in float32 at the expr sizes."""
-    spec = MODELS["lstm"]
-    dims = {"small": (16, 64, 3), "large": (64, 256, 6)}[size]
-    torch.manual_seed(0)
-    model = spec.build(dict(zip(spec.size_fields, dims)), vocab_size=19, dropout=0.1, max_len=37,
-                       pad_id=PAD)
+    model = build("lstm", size, dropout=0.1, max_len=37)
     B, T = 16, 37
     lengths = torch.randint(11, T + 1, (B,))
     real = torch.arange(T)[None] < lengths[:, None]

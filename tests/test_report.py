@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from arithrepro.report import figures, tables
+from arithrepro.report import expr_figures, figures, plotting, tables
 
 # Listed in size order; the file names sort large < medium < small, so an ordering that
 # follows file or alphabetical order fails the tests.
@@ -279,7 +279,7 @@ def rendered(tmp_path_factory) -> tuple[list[Path], Path]:
     root = tmp_path_factory.mktemp("figures")
     summary, by_length, lengths = _figure_inputs(root)
     out = root / "plots"
-    return figures.render_expr(summary, by_length, lengths, out), out
+    return expr_figures.render_expr(summary, by_length, lengths, out), out
 
 
 def test_figures_are_png_files(rendered):
@@ -302,21 +302,21 @@ def test_figures_missing_input_names_the_file(tmp_path, missing):
     summary, by_length, lengths = _figure_inputs(tmp_path)
     (tmp_path / missing).unlink()
     with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / missing))):
-        figures.render_expr(summary, by_length, lengths, tmp_path / "plots")
+        expr_figures.render_expr(summary, by_length, lengths, tmp_path / "plots")
     assert not (tmp_path / "plots").exists()
 
 
 def test_architecture_colours_do_not_depend_on_the_subset_drawn():
     everyone = ["gpt", "lstm", "mamba", "retran", "xlstm"]
     for model in ["gpt", "lstm", "retran"]:
-        assert figures.arch_style(model, everyone) == figures.arch_style(model, [model])
-    colours = [figures.arch_style(m, everyone)["color"] for m in everyone]
+        assert plotting.arch_style(model, everyone) == plotting.arch_style(model, [model])
+    colours = [plotting.arch_style(m, everyone)["color"] for m in everyone]
     assert len(set(colours)) == len(everyone)
-    assert figures.arch_style("mamba", everyone)["color"] == figures.PALETTE[3]
-    assert figures.arch_order(everyone) == ["gpt", "lstm", "retran", "mamba", "xlstm"]
-    assert [figures.display_name(m) for m in ["gpt", "lstm", "retran", "mamba"]] == [
+    assert plotting.arch_style("mamba", everyone)["color"] == plotting.PALETTE[3]
+    assert plotting.arch_order(everyone) == ["gpt", "lstm", "retran", "mamba", "xlstm"]
+    assert [plotting.display_name(m) for m in ["gpt", "lstm", "retran", "mamba"]] == [
         "GPT", "LSTM", "ReTran", "mamba"]
 
 
 def test_registry_maps_expr_to_its_renderer():
-    assert figures.figures()["expr"] is figures.render_expr
+    assert figures.figures()["expr"] is expr_figures.render_expr

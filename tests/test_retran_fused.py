@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from arithrepro.models import retran, retran_fused
 from arithrepro.models.lm import count_params
 from benchmarks.naive_retran import naive_retran
-from tests.test_models import EXPECTED, build
+from tests.helpers import EXPECTED, build
 
 SIZES = ["small", "medium", "large"]
 
@@ -92,7 +92,7 @@ def test_dropout_masks_keep_at_rate_one_minus_p_scaled():
 
 
 def test_dropout_is_applied_in_training_and_not_in_eval():
-    model = build("retran", "small")
+    model = build("retran", "small", dropout=0.1)
     x = torch.randn(2, 7, model.embed.embedding_dim)
     with torch.no_grad():
         model.eval()

@@ -5,19 +5,8 @@ import math
 import pytest
 import torch
 
-from arithrepro.tasks.expr import TASK
-from arithrepro.train import EpochBatches, NonFiniteLoss, TrainConfig, fit, lr_factor
-from tests.test_expr_task import split_of
-from tests.test_models import build
-
-
-def tiny_splits(n_train=96, n_valid=16):
-    g = torch.Generator().manual_seed(0)
-    pairs = []
-    for i in range(n_train + n_valid):
-        a, b = torch.randint(0, 100, (2,), generator=g).tolist()
-        pairs.append((f"{a}+{b}", str(a + b)))
-    return split_of(pairs[:n_train]), split_of(pairs[n_train:])
+from arithrepro.train import NonFiniteLoss, TrainConfig, lr_factor
+from tests.helpers import build, run
 
 
 def test_schedule_warms_up_from_zero_then_decays_to_zero():
@@ -27,23 +16,6 @@ def test_schedule_warms_up_from_zero_then_decays_to_zero():
     assert all(a <= b for a, b in zip(f[:10], f[1:10]))
     assert all(a >= b for a, b in zip(f[9:], f[10:]))
     assert f[-1] == pytest.approx(1 / 90) and lr_factor(total, total, warmup) == 0
-
-
-def sources(cfg, batch_size, epochs):
-    train, valid = tiny_splits()
-    batches = EpochBatches(lambda idx: TASK.batch(train, idx), len(train), batch_size, epochs,
-                           cfg.seed, "cpu")
-    return batches, (lambda idx: TASK.batch(valid, idx), len(valid))
-
-
-def run(tmp_path, name, cfg, halt_after=None, model=None, batch_size=16, epochs=2, fp="fp",
-        dropout=0.1):
-    batches, valid = sources(cfg, batch_size, epochs)
-    torch.manual_seed(cfg.seed)
-    model = model or build(name, "small", dropout=dropout)
-    result = fit(model, batches, valid, cfg, tmp_path / "checkpoint.pt", fp,
-                 halt_after=halt_after, progress=False)
-    return model, result
 
 
 @pytest.mark.parametrize("name", ["gpt", "lstm", "retran"])

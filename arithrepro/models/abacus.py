@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from arithrepro.models.lm import LanguageModel
-from arithrepro.models.transformer import TransformerCore, gpt2_init
+from arithrepro.models.transformer import TransformerConfig, TransformerCore, gpt2_init
 
 
 def abacus_positions(is_digit: torch.Tensor, run: torch.Tensor | None = None) -> torch.Tensor:
@@ -72,9 +72,10 @@ def build(size: dict, *, dropout: float, vocab_size: int, max_len: int, pad_id: 
           digit_ids: list[int], train_run: int, eval_run: int) -> LanguageModel:
     """train_run / eval_run: the longest digit run (the longest answer) in training / evaluation."""
     d = size["d_model"]
-    core = TransformerCore(d, size["d_ff"], d, size["block_layers"], size["heads"], dropout,
-                           max_len, prenorm=True, rope=False, recurrences=size["recurrences"],
-                           inject=True)
+    core = TransformerCore(TransformerConfig(
+        d_model=d, d_ff=size["d_ff"], layers=size["block_layers"], heads=size["heads"],
+        dropout=dropout, max_len=max_len, prenorm=True, rope=False,
+        recurrences=size["recurrences"], inject=True))
     # Training reaches positions up to offset_k - 1 + (longest training run).
     max_position = max(size["offset_k"] - 1 + train_run, eval_run)
     positions = AbacusEmbedding(vocab_size, digit_ids, max_position, d, size["offset_k"])

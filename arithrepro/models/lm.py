@@ -6,6 +6,11 @@ A core maps embedded inputs (B, T, d) to outputs (B, T, d) and carries a decodin
 `core.init_state(batch, max_len)` is filled in place while decoding, `pos` being the position of
 h[:, 0]. `keep` (B, T) is False at padding, where recurrent state must not change.
 
+Some cores (the transformers) offer more, which the wrapper exposes: `prunes_outputs`, with
+core(..., outputs_from=n) computing the positions n.. only (for the other cores the wrapper
+drops the outputs before n); a looped core's `recurrences`, with core(..., exit_at=n) for the
+progressive loss; and core(..., trace=dict), which records hidden states and attention weights.
+
 A positions module (Abacus embeddings) adds to the token embedding; it may need a running
 decoding state of its own, kept beside the core's.
 """
@@ -55,8 +60,13 @@ class LanguageModel(nn.Module):
             return self.progressive(tokens, exit_at)
         keep = tokens != self.pad_id
         core_state, pos_state = state if self.positions is not None and state is not None else (state, None)
-        extra = {"outputs_from": outputs_from} if outputs_from else {}
-        h, _ = self.core(self._embed(tokens, pos_state), keep, core_state, pos, **extra)
+        h = self._embed(tokens, pos_state)                      # (B, T, d)
+        if outputs_from and self.prunes_outputs:
+            h, _ = self.core(h, keep, core_state, pos, outputs_from=outputs_from)
+        else:
+            h, _ = self.core(h, keep, core_state, pos)
+            if outputs_from:
+                h = h[:, outputs_from:]                          # (B, T - outputs_from, d)
         logits = self.head(h) * self.scale
         return logits if state is None else (logits, state)
 
@@ -79,6 +89,33 @@ class LanguageModel(nn.Module):
         if self.positions is None:
             return core_state
         return core_state, self.positions.init_state(batch, device=p.device)
+
+    @property
+    def recurrences(self) -> int:
+        """How many times a looped core (abacus) runs its block stack. Evaluation may set
+        another count; a decoding state is sized for the count at init_state time."""
+        return self.core.recurrences
+
+    @recurrences.setter
+    def recurrences(self, r: int) -> None:
+        self.core.recurrences = r
+
+    @property
+    def causal(self) -> bool:
+        """Whether position t sees only positions <= t (what cutting a batch into pieces needs)."""
+        return getattr(self.core, "causal", True)
+
+    @property
+    def eager_reason(self) -> str:
+        """Why torch.compile cannot run this model, "" when it can (the core says so)."""
+        return "" if getattr(self.core, "compilable", True) else (
+            f"{type(self.core).__name__} runs eager ({self.core.compilable_reason})")
+
+    @property
+    def prunes_outputs(self) -> bool:
+        """Whether forward(outputs_from=n) skips work on the positions before n (a causal
+        transformer's last block) rather than computing them and dropping their outputs."""
+        return getattr(self.core, "prunes_outputs", False)
 
 
 def count_params(model: nn.Module) -> int:

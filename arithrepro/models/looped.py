@@ -18,10 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arithrepro.models.transformer import TransformerCore, gpt2_init
+from arithrepro.models.transformer import TransformerConfig, TransformerCore, gpt2_init
 
 
 class PositionClassifier(nn.Module):
+    """Digit pairs (B, T, 2) -> a class per position: an encoder, every position sees all."""
+
+    causal = False
+
     def __init__(self, core: TransformerCore, base: int, classes: int, d_model: int,
                  dropout: float, max_len: int = 0, loop_offset: int | None = None,
                  extra_loops: int = 0):
@@ -46,6 +50,7 @@ class PositionClassifier(nn.Module):
     def forward(self, pairs: torch.Tensor) -> torch.Tensor:
         """pairs (B, T, 2) digits -> logits (B, T, classes)."""
         B, T, _ = pairs.shape
+        # (B, T, 2 base) one-hot pairs -> (B, T, d)
         h = self.embed(F.one_hot(pairs, self.base).flatten(2).to(self.embed.weight.dtype))
         if self.positions is not None:
             if T > self.positions.num_embeddings:
@@ -59,14 +64,16 @@ class PositionClassifier(nn.Module):
 def build(size: dict, *, dropout: float, base: int, classes: int, max_len: int,
           looped: bool) -> PositionClassifier:
     d = size["d_model"]
+    # non-causal pre-norm encoders without rotary: the standard one has learned absolute
+    # positions, the looped one only its window's per-offset biases
+    encoder = dict(d_model=d, d_ff=size["d_ff"], heads=size["heads"], dropout=dropout,
+                   max_len=max_len, prenorm=True, rope=False, causal=False)
     if looped:
-        core = TransformerCore(d, size["d_ff"], d, 1, size["heads"], dropout, max_len,
-                               prenorm=True, rope=False, causal=False, window=2, inject=True)
+        core = TransformerCore(TransformerConfig(**encoder, window=2, inject=True))
         model = PositionClassifier(core, base, classes, d, dropout, loop_offset=size["loop_offset"],
                                    extra_loops=size.get("extra_loops", 0))
     else:
-        core = TransformerCore(d, size["d_ff"], d, size["layers"], size["heads"], dropout, max_len,
-                               prenorm=True, rope=False, causal=False)
+        core = TransformerCore(TransformerConfig(**encoder, layers=size["layers"]))
         model = PositionClassifier(core, base, classes, d, dropout, max_len=max_len)
     gpt2_init(model, size.get("layers", 1))
     return model

@@ -192,7 +192,8 @@ class RecurrentCore(nn.Module):
         self.cells = nn.ModuleList(cells)
         self.drop = Dropout(dropout)
 
-    def forward(self, x, keep=None, state=None, pos: int = 0, outputs_from: int = 0):
+    def forward(self, x, keep=None, state=None, pos: int = 0):
+        """x (B, T, d_in) -> (B, T, d); with a state, that state is advanced in place."""
         B, T, _ = x.shape
         fused = state is None and self.fused and not torch.compiler.is_compiling()
         if fused:
@@ -221,7 +222,7 @@ class RecurrentCore(nn.Module):
                 x = cell.finish(torch.stack(ms, dim=1))
             if li < len(self.cells) - 1:
                 x = self.drop(x)
-        return x[:, outputs_from:], state
+        return x, state
 
     def init_state(self, batch, max_len, device=None, dtype=None):
         return [tuple(s.detach().clone() for s in cell.initial(batch)) for cell in self.cells]

@@ -38,6 +38,7 @@ gradients with a naive list-based implementation).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -46,18 +47,44 @@ from arithrepro.models.lm import LanguageModel
 from arithrepro.models.recurrence import Rows
 from arithrepro.models.recurrent import SourceLSTMCell
 from arithrepro.models.retran_fused import FusedLayer, Workspace
-from arithrepro.models.transformer import Attention, gpt2_init
+from arithrepro.models.transformer import Attention, TransformerConfig, gpt2_init
+
+
+@dataclass(frozen=True)
+class ReTranConfig:
+    """ReTran's shape, as the expr source sizes it."""
+
+    d_model: int
+    """Width of the residual stream, the cell's short state h and output, each cache entry."""
+    d_ff: int
+    """Width of the cell's long state c (where a transformer has its MLP)."""
+    d_sa: int
+    """Width of the queries, keys and values."""
+    layers: int
+    """Layers, each an attention over its own cache and a cell."""
+    heads: int
+    """Attention heads; the head size d_sa / heads is even (rotary turns pairs)."""
+    dropout: float
+    """Rate on the attention weights, after the attention and after the cell's output."""
+    max_len: int
+    """The longest sequence; a cache holds max_len + 1 entries, h0_l first."""
+
+    def attention(self) -> TransformerConfig:
+        # rotary positions over the cache's max_len + 1 entries; the core calls `attend` on the
+        # cache itself, so the causal and window fields play no part
+        return TransformerConfig(d_model=self.d_model, d_sa=self.d_sa, heads=self.heads,
+                                 dropout=self.dropout, max_len=self.max_len + 1)
 
 
 class ReTranLayer(nn.Module):
-    def __init__(self, d_model, d_ff, d_sa, heads, dropout, max_len):
+    def __init__(self, cfg: ReTranConfig):
         super().__init__()
-        self.attn = Attention(d_model, d_sa, heads, dropout, max_len + 1)
-        self.ln_a = nn.LayerNorm(d_model)
-        self.cell = SourceLSTMCell(d_model, d_model, d_ff, input_init="normal")
-        self.ln_f = nn.LayerNorm(d_model)
-        self.drop = nn.Dropout(dropout)
-        self.h0 = nn.Parameter(torch.zeros(d_model))
+        self.attn = Attention(cfg.attention())
+        self.ln_a = nn.LayerNorm(cfg.d_model)
+        self.cell = SourceLSTMCell(cfg.d_model, cfg.d_model, cfg.d_ff, input_init="normal")
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.h0 = nn.Parameter(torch.zeros(cfg.d_model))
 
     def fused_weights(self, T: int, positions: torch.Tensor) -> list[torch.Tensor]:
         """The layer's parameters as `FusedLayer` takes them, built with autograd so that their
@@ -95,13 +122,12 @@ class ReTranCore(nn.Module):
     # zeros; the per-op path computes them, and they never reach a real position's output).
     skip_padding = True
 
-    def __init__(self, d_model, d_ff, d_sa, layers, heads, dropout, max_len):
+    def __init__(self, cfg: ReTranConfig):
         super().__init__()
-        self.layers = nn.ModuleList(ReTranLayer(d_model, d_ff, d_sa, heads, dropout, max_len)
-                                    for _ in range(layers))
-        self.d_model, self.heads, self.head_dim = d_model, heads, d_sa // heads
-        self.dropout = dropout
-        self.register_buffer("positions", torch.arange(max_len + 1), persistent=False)
+        self.layers = nn.ModuleList(ReTranLayer(cfg) for _ in range(cfg.layers))
+        self.d_model, self.heads, self.head_dim = cfg.d_model, cfg.heads, cfg.d_sa // cfg.heads
+        self.dropout = cfg.dropout
+        self.register_buffer("positions", torch.arange(cfg.max_len + 1), persistent=False)
         self._workspace = Workspace()
 
     def init_state(self, batch, max_len, device=None, dtype=None):
@@ -119,6 +145,7 @@ class ReTranCore(nn.Module):
         return state
 
     def forward(self, x, keep=None, state=None, pos: int = 0):
+        """x (B, T, d) -> (B, T, d); with a state, that state is advanced in place."""
         B, T, _ = x.shape
         if state is None:
             # From a fresh state only trailing padding exists, and no real position comes after
@@ -183,8 +210,9 @@ def _same(t):
 
 
 def build(size: dict, *, vocab_size: int, dropout: float, max_len: int, pad_id: int) -> LanguageModel:
-    core = ReTranCore(size["d_model"], size["d_ff"], size["d_sa"], size["layers"], size["heads"],
-                      dropout, max_len)
+    core = ReTranCore(ReTranConfig(
+        d_model=size["d_model"], d_ff=size["d_ff"], d_sa=size["d_sa"], layers=size["layers"],
+        heads=size["heads"], dropout=dropout, max_len=max_len))
     model = LanguageModel(core, vocab_size, size["d_model"], dropout, pad_id)
     # "Attention init as GPT"; the cell's input weights N(0, 0.02); the wrapper keeps defaults.
     for layer in core.layers:

@@ -19,6 +19,7 @@ import functools
 import importlib.util
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -27,6 +28,56 @@ from torch import nn
 
 from arithrepro.models.dropout import Dropout, dropout_scale
 from arithrepro.models.lm import LanguageModel
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """A transformer core's shape and variant; its blocks and their attention read it too."""
+
+    d_model: int
+    """Width of the residual stream: the embedding, every block's input and output."""
+    heads: int
+    """Attention heads; the head size is d_sa / heads (even under rotary, which turns pairs)."""
+    max_len: int
+    """The longest sequence rotary embeddings cover (gpt, ReTran); unused without them."""
+    d_ff: int = 0
+    """The MLP's hidden width; 0: 4 d_model (the GPT-2 ratio gpt-sin and nanogpt use)."""
+    d_sa: int = 0
+    """Width of the queries, keys and values; 0: d_model (every source but expr's gpt and
+    ReTran, which size it apart)."""
+    layers: int = 1
+    """Blocks in the stack (abacus: block_layers; looped: one block, applied per loop)."""
+    dropout: float = 0.0
+    """Rate on the attention weights, after the attention, inside the MLP and after it."""
+    prenorm: bool = False
+    """Pre-norm blocks and a final LayerNorm (abacus, looped, gpt-sin, nanogpt); False:
+    post-norm blocks (expr's gpt)."""
+    rope: bool = True
+    """Rotary q and k (gpt, ReTran); False: the positions come with the embedding (abacus,
+    gpt-sin, nanogpt, the standard encoder) or from the window (looped)."""
+    causal: bool = True
+    """Each position sees itself and earlier ones (the decoders); False: every position sees
+    every other (the looped task's encoders)."""
+    window: int = 0
+    """w > 0: position i sees i-w+1..i only, with a learned bias per offset and head (looped:
+    w = 2); 0: causal or full attention."""
+    recurrences: int = 1
+    """How many times the block stack runs, its weights shared (abacus; looped sets its loop
+    count per call). The core's `recurrences` starts here and evaluation may change it."""
+    inject: bool = False
+    """Add the core's input to the stack's input before every recurrence after the first
+    (abacus, looped), so a deep loop does not forget the problem."""
+    ff_bias: bool = True
+    """Biases in the MLP's linear maps (False: gpt-sin)."""
+    norm: str = "torch"
+    """Which LayerNorm: "torch" (nn.LayerNorm) or "equation" (the hand-written one: gpt-sin)."""
+
+    def __post_init__(self):
+        # 0 stands for the derived width; frozen, so set through object.__setattr__
+        if not self.d_ff:
+            object.__setattr__(self, "d_ff", 4 * self.d_model)
+        if not self.d_sa:
+            object.__setattr__(self, "d_sa", self.d_model)
 
 
 @functools.lru_cache(maxsize=1)
@@ -80,6 +131,10 @@ class LayerNorm(nn.Module):
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
 
+def layer_norm(cfg: TransformerConfig) -> nn.Module:
+    return (LayerNorm if cfg.norm == "equation" else nn.LayerNorm)(cfg.d_model)
+
+
 class SinusoidalPositions(nn.Module):
     """Fixed positions added to the token embedding: sin on even, cos on odd dimensions,
     frequencies base^(-2i/d). No parameters; a buffer that is not saved."""
@@ -131,19 +186,23 @@ class Attention(nn.Module):
     window: 0 for causal or full attention; w > 0 restricts position i to i-w+1..i and adds a
     learned per-head bias for each of those offsets (length-independent, so a looped model can
     run at any length, moving information one position per application when w = 2).
+
+    One method per use: `forward` attends over its whole input (training, evaluation of whole
+    sequences), `step` over a key/value cache (decoding), `suffix` answers the queries of the
+    last positions only (a loss that scores those alone), `traced` also returns the weights.
+    Shapes: B batch, T positions, d = d_model, nh heads of hs = d_sa / nh.
     """
 
-    def __init__(self, d_model: int, d_sa: int, heads: int, dropout: float, max_len: int,
-                 rope: bool = True, window: int = 0):
+    def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.heads, self.head_dim, self.dropout = heads, d_sa // heads, dropout
-        self.q = nn.Linear(d_model, d_sa)
-        self.k = nn.Linear(d_model, d_sa)
-        self.v = nn.Linear(d_model, d_sa)
-        self.o = nn.Linear(d_sa, d_model)
-        self.rope = rotary(self.head_dim, max_len) if rope else None
-        self.window = window
-        self.offset_bias = nn.Parameter(torch.zeros(heads, window)) if window else None
+        self.heads, self.head_dim, self.dropout = cfg.heads, cfg.d_sa // cfg.heads, cfg.dropout
+        self.q = nn.Linear(cfg.d_model, cfg.d_sa)
+        self.k = nn.Linear(cfg.d_model, cfg.d_sa)
+        self.v = nn.Linear(cfg.d_model, cfg.d_sa)
+        self.o = nn.Linear(cfg.d_sa, cfg.d_model)
+        self.rope = rotary(self.head_dim, cfg.max_len) if cfg.rope else None
+        self.causal, self.window = cfg.causal, cfg.window
+        self.offset_bias = nn.Parameter(torch.zeros(cfg.heads, cfg.window)) if cfg.window else None
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.heads, self.head_dim)  # (B, T, nh, hs)
@@ -192,6 +251,8 @@ class Attention(nn.Module):
         return bias.masked_fill(~inside, float("-inf"))
 
     def attend(self, q, k, v, causal: bool, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """q (B, nh, Tq, hs), k and v (B, nh, Tk, hs) -> the output projection (B, Tq, d).
+        mask: bool (True: may attend) or additive, (Tq, Tk) or (nh, Tq, Tk)."""
         p = self.dropout if self.training else 0.0
         if p and q.device.type == "cpu" and (mask is None or mask.dtype == torch.bool):
             Tq, Tk = q.size(2), k.size(2)
@@ -219,35 +280,42 @@ class Attention(nn.Module):
         y = F.dropout(weights, p) @ v
         return self.o(y.transpose(1, 2).flatten(2)), weights
 
-    def forward(self, x: torch.Tensor, cache=None, pos: int = 0, causal: bool = True,
-                weights: list | None = None, q_from: int = 0) -> torch.Tensor:
-        """Self-attention over x (B, T, d); with a (K, V) cache, x sits at pos.. With a list
-        `weights`, attend by the written-out path and append the attention weights to it.
-        q_from > 0: outputs for positions q_from.. only (queries there, keys everywhere)."""
-        if q_from:
-            assert cache is None and weights is None and not self.window and causal
-            q = self.query(x[:, q_from:], pos + q_from)
-            k, v = self.key_value(x, pos)
-            Tq, Tk = q.size(2), k.size(2)  # a causal mask aligned bottom-right
-            allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=x.device).tril(Tk - Tq)
-            return self.attend(q, k, v, causal=False, mask=allowed)
+    def forward(self, x: torch.Tensor, pos: int = 0) -> torch.Tensor:
+        """Self-attention over x (B, T, d) at positions pos.. -> (B, T, d): causal, full, or
+        within the window."""
         q, k, v = self.qkv(x, pos)
-        if weights is not None:
-            assert cache is None and not self.window, "weights are returned for plain self-attention"
-            y, w = self.attend_manual(q, k, v, causal)
-            weights.append(w)
-            return y
         if self.window:
             return self.attend(q, k, v, causal=False, mask=self.local_mask(x.size(1), x.device))
-        if cache is None:
-            return self.attend(q, k, v, causal=causal)
+        return self.attend(q, k, v, causal=self.causal)
+
+    def step(self, x: torch.Tensor, cache, pos: int) -> torch.Tensor:
+        """Decoding: x (B, n, d) at positions pos..pos + n - 1 -> (B, n, d). Its keys and values
+        go into cache = (K, V), each (B, nh, max_len, hs), and its queries attend to every
+        entry up to their own."""
         n = x.size(1)
         # SDPA's causal mask is aligned top-left, so a multi-token step is only right from 0.
         assert n == 1 or pos == 0, "multi-token cached steps must start at position 0"
+        q, k, v = self.qkv(x, pos)
         K, V = cache
         K[:, :, pos:pos + n] = k
         V[:, :, pos:pos + n] = v
         return self.attend(q, K[:, :, :pos + n], V[:, :, :pos + n], causal=n > 1)
+
+    def suffix(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        """The causal outputs at positions start.. only: x (B, T, d) -> (B, T - start, d),
+        queries there, keys everywhere."""
+        assert self.causal and not self.window, "suffix queries are for causal attention"
+        q = self.query(x[:, start:], start)                      # (B, nh, T - start, hs)
+        k, v = self.key_value(x, 0)                              # (B, nh, T, hs)
+        Tq, Tk = q.size(2), k.size(2)  # a causal mask aligned bottom-right
+        allowed = torch.ones(Tq, Tk, dtype=torch.bool, device=x.device).tril(Tk - Tq)
+        return self.attend(q, k, v, causal=False, mask=allowed)
+
+    def traced(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """forward by the written-out path: (output (B, T, d), weights (B, nh, T, T))."""
+        assert not self.window, "weights are returned for plain self-attention"
+        q, k, v = self.qkv(x, 0)
+        return self.attend_manual(q, k, v, self.causal)
 
 
 def _attention_with_dropout(q, k, v, bias: torch.Tensor | None, p: float) -> torch.Tensor:
@@ -279,28 +347,52 @@ def _causal_bias(Tq: int, Tk: int, dtype, device) -> torch.Tensor:
 class Block(nn.Module):
     """post: x = LN(x + Drop(Attn(x))); x = LN(x + Drop(FF(x))).
     pre:  x = x + Drop(Attn(LN(x)));  x = x + Drop(FF(LN(x))).
-    ff_bias: biases in the MLP; norm: torch's LayerNorm or the hand-written one ("equation")."""
+    ff_bias: biases in the MLP; norm: torch's LayerNorm or the hand-written one ("equation").
+    Its methods are the block around each use of the attention (see Attention)."""
 
-    def __init__(self, d_model, d_ff, d_sa, heads, dropout, max_len, prenorm=False, rope=True,
-                 window=0, ff_bias=True, norm="torch"):
+    def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        Norm = LayerNorm if norm == "equation" else nn.LayerNorm
-        self.attn = Attention(d_model, d_sa, heads, dropout, max_len, rope=rope, window=window)
-        self.ln1 = Norm(d_model)
-        self.ff = nn.Sequential(nn.Linear(d_model, d_ff, bias=ff_bias), nn.GELU(),
-                                Dropout(dropout), nn.Linear(d_ff, d_model, bias=ff_bias))
-        self.ln2 = Norm(d_model)
-        self.drop = Dropout(dropout)
-        self.prenorm = prenorm
+        self.attn = Attention(cfg)
+        self.ln1 = layer_norm(cfg)
+        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.ff_bias), nn.GELU(),
+                                Dropout(cfg.dropout),
+                                nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.ff_bias))
+        self.ln2 = layer_norm(cfg)
+        self.drop = Dropout(cfg.dropout)
+        self.prenorm = cfg.prenorm
 
-    def forward(self, x, cache=None, pos: int = 0, causal: bool = True, weights=None,
-                q_from: int = 0):
-        """q_from > 0: the outputs at positions q_from.. only (the others attend, nothing else)."""
+    def forward(self, x: torch.Tensor, pos: int = 0) -> torch.Tensor:
+        """x (B, T, d) at positions pos.. -> (B, T, d)."""
+        return self._around(x, lambda y: self.attn(y, pos))
+
+    def step(self, x: torch.Tensor, cache, pos: int) -> torch.Tensor:
+        """Decoding: x (B, n, d) at positions pos.. -> (B, n, d), filling the cache."""
+        return self._around(x, lambda y: self.attn.step(y, cache, pos))
+
+    def suffix(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        """x (B, T, d) -> (B, T - start, d): the outputs at positions start.. only (the others
+        attend, nothing else)."""
+        return self._around(x, lambda y: self.attn.suffix(y, start), start)
+
+    def traced(self, x: torch.Tensor, weights: list) -> torch.Tensor:
+        """forward, appending the attention weights (B, nh, T, T) to `weights`."""
+        def attend(y):
+            out, w = self.attn.traced(y)
+            weights.append(w)
+            return out
+
+        return self._around(x, attend)
+
+    def _around(self, x: torch.Tensor, attend, start: int = 0) -> torch.Tensor:
+        """The block around `attend` (x's attention, at positions start.. when start > 0):
+        x (B, T, d) -> (B, T - start, d)."""
+        # ln1(x) before x[:, start:]: the order of x's uses sets the order its gradients are
+        # summed in, and so the last bits of a trained model
         if self.prenorm:
-            a = self.attn(self.ln1(x), cache, pos, causal, weights, q_from)
-            x = x[:, q_from:] + self.drop(a)
+            a = attend(self.ln1(x))
+            x = x[:, start:] + self.drop(a)
             return x + self.drop(self.ff(self.ln2(x)))
-        x = self.ln1(x[:, q_from:] + self.drop(self.attn(x, cache, pos, causal, weights, q_from)))
+        x = self.ln1(x[:, start:] + self.drop(attend(x)))
         return self.ln2(x + self.drop(self.ff(x)))
 
 
@@ -313,18 +405,17 @@ class TransformerCore(nn.Module):
     loops than in training); a decoding state is sized for the value at init_state time.
     """
 
-    prunes_outputs = True  # forward(outputs_from=n) computes the last block at n.. only
-
-    def __init__(self, d_model, d_ff, d_sa, layers, heads, dropout, max_len, *, prenorm=False,
-                 rope=True, causal=True, window=0, recurrences=1, inject=False, ff_bias=True,
-                 norm="torch"):
+    def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.blocks = nn.ModuleList(Block(d_model, d_ff, d_sa, heads, dropout, max_len, prenorm,
-                                          rope, window, ff_bias, norm) for _ in range(layers))
-        Norm = LayerNorm if norm == "equation" else nn.LayerNorm
-        self.norm = Norm(d_model) if prenorm else nn.Identity()
-        self.shape = (heads, d_sa // heads)
-        self.causal, self.recurrences, self.inject = causal, recurrences, inject
+        self.cfg = cfg
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.norm = layer_norm(cfg) if cfg.prenorm else nn.Identity()
+        self.causal, self.recurrences, self.inject = cfg.causal, cfg.recurrences, cfg.inject
+
+    @property
+    def prunes_outputs(self) -> bool:
+        """forward(outputs_from=n) computes the last block at n.. only (causal cores)."""
+        return self.causal and not self.cfg.window
 
     def forward(self, h, keep=None, state=None, pos: int = 0, recurrences: int | None = None,
                 exit_at: int | None = None, trace: dict | None = None, outputs_from: int = 0):
@@ -332,35 +423,40 @@ class TransformerCore(nn.Module):
         the first n recurrences of an R-recurrence pass are an n-recurrence pass. A dict
         `trace` receives the hidden state after each block ("hidden", the input first) and
         each block's attention weights ("attention"). outputs_from > 0: the output at positions
-        outputs_from.. only; the last block computes nothing else (causal cores)."""
+        outputs_from.. only (B, T - outputs_from, d); the last block computes nothing else."""
         # Padding only ever trails the sequence, so the causal mask already hides it from every
         # real position; `keep` matters to the recurrent cores only.
         R = recurrences or self.recurrences
-        e, exits = h, []
-        weights = None
+        L = len(self.blocks)
         if trace is not None:
             trace.update(hidden=[h], attention=[])
-            weights = trace["attention"]
+        e, exits = h, []
         for r in range(R):
             if r and self.inject:
                 h = h + e
             for i, block in enumerate(self.blocks):
-                cache = None if state is None else state[r * len(self.blocks) + i]
-                last = r == R - 1 and i == len(self.blocks) - 1
-                h = block(h, cache, pos, self.causal, weights, outputs_from if last else 0)
-                if trace is not None:
+                if state is not None:
+                    h = block.step(h, state[r * L + i], pos)
+                elif trace is not None:
+                    h = block.traced(h, trace["attention"])
                     trace["hidden"].append(h)
+                elif outputs_from and r == R - 1 and i == L - 1:
+                    # earlier blocks' outputs at every position are the last block's keys
+                    h = block.suffix(h, outputs_from)
+                else:
+                    h = block(h, pos)
             if exit_at is not None and r + 1 == exit_at < R:
                 exits.append(self.norm(h))
         h = self.norm(h)
         return ([h, *exits] if exit_at is not None else h), state
 
     def init_state(self, batch, max_len, device=None, dtype=None):
-        shape = (batch, self.shape[0], max_len, self.shape[1])
+        """Per block application (recurrence-major): its (K, V) cache, each
+        (batch, nh, max_len, hs)."""
+        shape = (batch, self.cfg.heads, max_len, self.cfg.d_sa // self.cfg.heads)
         return [(torch.zeros(shape, device=device, dtype=dtype),
                  torch.zeros(shape, device=device, dtype=dtype))
                 for _ in range(self.recurrences * len(self.blocks))]
-
 
 
 def gpt2_init(model: nn.Module, layers: int, mlp_out: bool = False) -> None:
@@ -388,8 +484,9 @@ def build_sinusoidal(size: dict, *, dropout: float, vocab_size: int, max_len: in
     Initialization is PyTorch's default: with GPT-2's N(0, 0.02) embeddings, the tokens are
     drowned by the unit-amplitude positions and training stalls for hundreds of steps."""
     d = size["d_model"]
-    core = TransformerCore(d, 4 * d, d, size["layers"], size["heads"], dropout, max_len,
-                           prenorm=True, rope=False, ff_bias=False, norm="equation")
+    core = TransformerCore(TransformerConfig(
+        d_model=d, d_ff=4 * d, layers=size["layers"], heads=size["heads"], dropout=dropout,
+        max_len=max_len, prenorm=True, rope=False, ff_bias=False, norm="equation"))
     model = LanguageModel(core, vocab_size, d, dropout, pad_id,
                           positions=SinusoidalPositions(d, max_len), logit_scale=False,
                           head_bias=True)
@@ -402,8 +499,9 @@ def build_nanogpt(size: dict, *, dropout: float, vocab_size: int, max_len: int,
     with biases everywhere and a GELU MLP 4x, fused attention, a final LayerNorm, and a bias-free
     head tied to the token embedding; nanoGPT's initialization."""
     d, L = size["d_model"], size["layers"]
-    core = TransformerCore(d, 4 * d, d, L, size["heads"], dropout, max_len, prenorm=True,
-                           rope=False)
+    core = TransformerCore(TransformerConfig(
+        d_model=d, d_ff=4 * d, layers=L, heads=size["heads"], dropout=dropout, max_len=max_len,
+        prenorm=True, rope=False))
     model = LanguageModel(core, vocab_size, d, dropout, pad_id,
                           positions=LearnedPositions(d, max_len), logit_scale=False, tie=True)
     gpt2_init(model, L, mlp_out=True)
@@ -411,8 +509,10 @@ def build_nanogpt(size: dict, *, dropout: float, vocab_size: int, max_len: int,
 
 
 def build(size: dict, *, dropout: float, vocab_size: int, max_len: int, pad_id: int) -> LanguageModel:
-    core = TransformerCore(size["d_model"], size["d_ff"], size["d_sa"], size["layers"],
-                           size["heads"], dropout, max_len)
+    """The expr source's GPT: post-norm blocks, rotary attention, causal, GELU MLP."""
+    core = TransformerCore(TransformerConfig(
+        d_model=size["d_model"], d_ff=size["d_ff"], d_sa=size["d_sa"], layers=size["layers"],
+        heads=size["heads"], dropout=dropout, max_len=max_len))
     model = LanguageModel(core, vocab_size, size["d_model"], dropout, pad_id)
     gpt2_init(model, size["layers"])
     return model

@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from arithrepro.report.figures import (STYLE, _pyplot, _read_csv, _save, _seed_note,
-                                       _seeds_per_cell, arch_style, display_name, seed_spread,
+from arithrepro.report.plotting import (STYLE, pyplot, read_csv, save, seed_note,
+                                       seeds_per_cell, arch_style, display_name, seed_spread,
                                        shade_spread)
 from arithrepro.report.modular_tables import budgets_of, study_rows
 
@@ -36,7 +35,7 @@ def _runs(rows: pd.DataFrame, curve_dir: Path) -> dict:
     """{(model, label): its seeds' curves one below the other, with a seed column}."""
     out = {}
     for (model, label), g in rows.groupby(["model", "size"], sort=False):
-        frames = [_read_csv(curve_dir / f"{model}-{label}-{int(seed)}.csv",
+        frames = [read_csv(curve_dir / f"{model}-{label}-{int(seed)}.csv",
                             {"step", "train_loss", "val_loss", "train_acc", "val_acc"},
                             "modular-study").assign(seed=int(seed)) for seed in g["seed"]]
         out[(model, label)] = pd.concat(frames, ignore_index=True)
@@ -51,7 +50,7 @@ def _curves(rows: pd.DataFrame, curve_dir: Path) -> dict:
 
 def _note(rows: pd.DataFrame, what: str = "mean") -> str:
     """E.g. 'mean over 2 seeds', from the seeds of each (model, label) drawn."""
-    return _seed_note(_seeds_per_cell(rows), what)
+    return seed_note(seeds_per_cell(rows), what)
 
 
 def _colormap(values: list[float], log2: bool):
@@ -301,54 +300,31 @@ def render_modular(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_di
     plus compute_budgets.png."""
     out_dir = Path(out_dir)
     curve_dir = out_dir / "curves"
-    plt = _pyplot()
+    plt = pyplot()
     written = []
     with plt.rc_context(STYLE):
-        def save(fig, name):
-            written.append(_save(plt, fig, out_dir / f"{name}.png"))
+        def keep(fig, name):
+            written.append(save(plt, fig, out_dir / f"{name}.png"))
 
         rows = study_rows(summary, "sanity")
         if len(rows):
-            save(sanity(plt, rows, curve_dir / "sanity"), "sanity_curves")
+            keep(sanity(plt, rows, curve_dir / "sanity"), "sanity_curves")
         for study, key, log2 in (("data", "r_train", False), ("compute", "batch_size", True),
                                  ("regularization", "weight_decay", False)):
             rows = study_rows(summary, study)
             if len(rows):
-                save(swept_curves(plt, rows, curve_dir / study, key, log2, study,
+                keep(swept_curves(plt, rows, curve_dir / study, key, log2, study,
                                   norm=study == "regularization"), f"{study}_curves")
-                save(metrics_vs(plt, rows, key, log2, study), f"{study}_metrics")
+                keep(metrics_vs(plt, rows, key, log2, study), f"{study}_metrics")
         rows = study_rows(summary, "compute")
         budgets = budgets_of(rows)
         if len(rows) and budgets:
-            save(compute_budgets(plt, rows, budgets), "compute_budgets")
+            keep(compute_budgets(plt, rows, budgets), "compute_budgets")
         rows = study_rows(summary, "orders")
         if len(rows):
-            save(orders(plt, rows, curve_dir / "orders"), "orders_curves")
+            keep(orders(plt, rows, curve_dir / "orders"), "orders_curves")
         rows = study_rows(summary, "size")
         if len(rows):
-            save(size_curves(plt, rows, curve_dir / "size"), "size_curves")
-            save(size_metrics(plt, rows), "size_metrics")
+            keep(size_curves(plt, rows, curve_dir / "size"), "size_curves")
+            keep(size_metrics(plt, rows), "size_metrics")
     return written
-
-
-def attention_grid(plt, weights: list, tokens: list[str], title: str):
-    """Rows = layers, columns = heads; weights[l] is (heads, T, T) for one sample."""
-    L, H = len(weights), weights[0].shape[0]
-    fig, axes = plt.subplots(L, H, figsize=(2.6 * H + 1.2, 2.6 * L + 0.8), squeeze=False)
-    image = None
-    for li in range(L):
-        for h in range(H):
-            ax = axes[li][h]
-            image = ax.imshow(np.asarray(weights[li][h]), cmap="magma", vmin=0, vmax=1)
-            T = len(tokens)
-            ax.set_xticks(range(T), tokens, fontsize=8, rotation=90)
-            ax.set_yticks(range(T), tokens, fontsize=8)
-            ax.grid(False)
-            ax.set_title(f"layer {li + 1}, head {h + 1}", fontsize=9)
-            if h == 0:
-                ax.set_ylabel("query")
-            if li == L - 1:
-                ax.set_xlabel("key")
-    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
-    fig.suptitle(title)
-    return fig

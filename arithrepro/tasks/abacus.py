@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from arithrepro.config import ParamsError, boolean, integer, list_of
-from arithrepro.tasks.common import TaskBase, train_schema
+from arithrepro.models.registry import MODELS
+from arithrepro.schema import ParamsError, boolean, integer, list_of
+from arithrepro.tasks.base import StreamTask, train_schema
 
 VOCAB = list("0123456789-+*=$")
 PLUS, EQ, END = VOCAB.index("+"), VOCAB.index("="), VOCAB.index("$")
@@ -110,8 +111,9 @@ def text_to_digits(text, width: int):
 
 # --- the task ----------------------------------------------------------------------------------
 
-class AbacusTask(TaskBase):
+class AbacusTask(StreamTask):
     name = "abacus"
+    decodes = True
     vocab = VOCAB
     pad_id = PAD
     stop_id = END
@@ -128,15 +130,13 @@ class AbacusTask(TaskBase):
 
     @classmethod
     def profile_schema(cls) -> dict:
-        from arithrepro.models import MODELS
-
         return {
             **cls.profile_grid_schema(),
             "data": {"max_digits": integer(1, 200), "grid_max": integer(1, 200),
                      "diagonal": list_of(integer(1, 1000), min_len=0), "per_cell": integer(1),
                      "n_valid": integer(1)},
             "model": MODELS["abacus"].budget_schema(),
-            "train": TaskBase.stream_train_schema(),
+            "train": cls.stream_train_schema(),
             "eval": {"batch_size": integer(1), "recurrences": list_of(integer(1, 1024))},
         }
 
@@ -274,20 +274,20 @@ class AbacusTask(TaskBase):
         """Accuracy on every grid (and diagonal) cell at each inference recurrence count."""
         import torch
 
-        from arithrepro.evaluate import decode_split
+        from arithrepro.decoding import decode_split
 
         prof = params["profiles"][params["profile"]]["abacus"]
         g = self.load(data_dir, "grid")
         budget = torch.maximum(g["n1"], g["n2"]) + 2
-        trained = model.core.recurrences
+        trained = model.recurrences
         rows = []
         for r in sorted({*prof["eval"]["recurrences"], trained}):
-            model.core.recurrences = r
+            model.recurrences = r
             out = decode_split(model, g["tokens"], g["eq"] + 1, budget, END,
                                prof["eval"]["batch_size"], progress)
             ok = self.correct(out, g["tokens"], g["eq"], g["end"], budget)
             rows += self._cell_rows(r, g["n1"], g["n2"], ok)
-        model.core.recurrences = trained
+        model.recurrences = trained
         return self._metrics(rows, trained, self._data(params)), rows
 
     @staticmethod
@@ -326,7 +326,7 @@ class AbacusTask(TaskBase):
     def eval_count(self, params: dict, model) -> int:
         d = self._data(params)
         recs = {*params["profiles"][params["profile"]]["abacus"]["eval"]["recurrences"],
-                model.core.recurrences}
+                model.recurrences}
         return len(self._eval_cells(d)) * d["per_cell"] * len(recs)
 
 

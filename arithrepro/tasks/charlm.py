@@ -27,9 +27,11 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from arithrepro.config import (Optional, ParamsError, all_optional, check_merged, check_schema,
+from arithrepro.models.registry import MODELS, build_model
+from arithrepro.schema import (Optional, ParamsError, all_optional, check_merged, check_schema,
                                choice, deep_merge, fail, integer, list_of, number)
-from arithrepro.tasks.common import TaskBase
+from arithrepro.tasks.base import Task
+from arithrepro.train import EpochBatches, TrainConfig
 
 SOURCES = ("python-docs", "arithmetic", "tinystories", "file")
 TINYSTORIES = "roneneldan/TinyStories"
@@ -293,14 +295,10 @@ def runs(params: dict) -> list[Run]:
 
 
 def _models() -> tuple[str, ...]:
-    from arithrepro.models import MODELS
-
     return tuple(n for n, s in MODELS.items() if s.task == "charlm")
 
 
 def _architecture(key: str, value) -> None:
-    from arithrepro.models import MODELS
-
     if not isinstance(value, dict) or "model" not in value:
         fail(key, value, f"a mapping with `model` (one of {', '.join(_models())}) and its sizes")
     choice(*_models())(f"{key}.model", value["model"])
@@ -324,9 +322,10 @@ def _schedule(key: str, value) -> None:
                  value, key)
 
 
-class CharLMTask(TaskBase):
+class CharLMTask(Task):
     name = "charlm"
-    grid = False   # runs as the charlm stages (stages/charlm.py), not as train/evaluate cells
+    decodes = True
+    grid = False   # runs as the charlm stages (stages/charlm_*.py), not as train/evaluate cells
 
     @classmethod
     def params_schema(cls) -> dict:
@@ -370,12 +369,14 @@ class CharLMTask(TaskBase):
             raise ParamsError("charlm.runs: a model appears twice at the same seq_length")
         prompt = m["attention"]["prompt"]
         for r in runs(params):
-            if r.model == "nanogpt" and len(prompt) > r.seq_length:
+            if MODELS[r.model].context == "max_len" and len(prompt) > r.seq_length:
                 raise ParamsError(f"charlm.attention.prompt: {len(prompt)} characters, longer "
                                   f"than {r.name}'s block of {r.seq_length}")
 
-    def dims(self, vocab_size: int, seq_length: int) -> dict:
-        return {"vocab_size": vocab_size, "max_len": seq_length, "pad_id": -1}  # no padding
+    def dims(self, setting: dict) -> dict:
+        """setting: {vocab_size: the corpus's, seq_length: the run's}."""
+        return {"vocab_size": setting["vocab_size"], "max_len": setting["seq_length"],
+                "pad_id": -1}  # no padding
 
 
 class _Architectures:
@@ -389,3 +390,50 @@ class _Architectures:
 
 
 TASK = CharLMTask()
+
+
+def read_corpus(data_dir: Path):
+    """(text, Vocab, meta) of data/charlm, checked whole: a corpus cut short or changed since
+    its meta.json was written is an ArtifactError, not other text to train on."""
+    import hashlib
+
+    from arithrepro.io import ArtifactError, read_json
+
+    meta, text = data_dir / "meta.json", data_dir / "corpus.txt"
+    for f in (meta, text):
+        if not f.is_file():
+            raise FileNotFoundError(f"{f}: missing; run `arithrepro charlm-corpus` first")
+    m = read_json(meta, ("source", "chars", "vocab", "vocab_size", "sha256"))
+    if not (isinstance(m["vocab"], list) and all(isinstance(c, str) and len(c) == 1
+                                                 for c in m["vocab"])):
+        raise ArtifactError(meta, "vocab is not a list of characters")
+    try:
+        corpus = text.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ArtifactError(text, f"not UTF-8 text ({err})") from None
+    # a corpus cut short or changed since its meta.json was written would train on other text;
+    # the file's bytes are the text written unless newlines were translated (on Windows)
+    if m["sha256"] not in {hashlib.sha256(text.read_bytes()).hexdigest(),
+                           hashlib.sha256(corpus.encode()).hexdigest()}:
+        raise ArtifactError(text, f"its sha256 is not the one in {meta}")
+    return corpus, Vocab(m["vocab"]), m
+
+
+def setup_run(run, m: dict, ids, vocab_size: int, device: str, precision: str, compile_: bool):
+    """A run, ready to train on the corpus `ids`: (model, dims, data, loop config, batches,
+    validation set)."""
+    import torch
+
+    t = m["train"]
+    data = Data.of(ids, run.seq_length, m["corpus"]["val_frac"], m["corpus"]["seed"], device)
+    torch.manual_seed(run.seed)
+    dims = TASK.dims({"vocab_size": vocab_size, "seq_length": run.seq_length})
+    net = build_model(run.model, run.size, dropout=float(t["dropout"]), **dims).to(device)
+    cfg = TrainConfig(lr=float(t["lr"]), seed=run.seed, optimizer="adam", schedule="constant",
+                      warmup_frac=0.0, val_every=t["eval_every"],
+                      checkpoint_every=t["checkpoint_every"], validate_epochs=False,
+                      restore_best=False, eval_batch_size=256, precision=precision,
+                      compile=compile_)
+    batches = EpochBatches(lambda idx: Data.batch(data.train, idx), len(data.train),
+                           t["batch_size"], 1, run.seed, device, steps=run.steps)
+    return net, dims, data, cfg, batches, (lambda idx: Data.batch(data.val, idx), len(data.val))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from arithrepro.config import Optional, ParamsError, choice, integer, number
-from arithrepro.tasks.common import TaskBase, loop_overrides, train_schema
+from arithrepro.schema import Optional, ParamsError, choice, integer, number
+from arithrepro.tasks.base import GridTask, loop_overrides, train_schema
 
 VOCAB = ["<start>", "=", "<stop>", "<pad>", *"0123456789", "-", "+", "*", "(", ")"]
 START, EQ, STOP, PAD = 0, 1, 2, 3
@@ -82,8 +82,9 @@ class Split:
         return Split(self.tokens.to(device), self.eq.to(device), self.lengths.to(device))
 
 
-class ExprTask(TaskBase):
+class ExprTask(GridTask):
     name = "expr"
+    decodes = True
     vocab = VOCAB
     pad_id = PAD
     stop_id = STOP
@@ -265,7 +266,7 @@ class ExprTask(TaskBase):
 
     def evaluate(self, model, params: dict, data_dir: Path, device, progress=None):
         """Exact match on the test and OOD sets, overall and by problem length."""
-        from arithrepro.evaluate import accuracy_by, decode_split
+        from arithrepro.decoding import accuracy_by, decode_split
 
         batch = params["profiles"][params["profile"]]["expr"]["eval"]["batch_size"]
         metrics, rows = {}, []

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from arithrepro.config import ParamsError, choice, integer, list_of
-from arithrepro.tasks.common import TaskBase, train_schema
+from arithrepro.schema import ParamsError, choice, integer, list_of
+from arithrepro.tasks.base import StreamTask, train_schema
 
 
 def sample_pairs(n: int, digits: int, base: int, generator):
@@ -42,7 +42,7 @@ def pairs_and_targets(a, b, base: int, carry_position: bool):
     return torch.stack([a, b], dim=2), out
 
 
-class LoopedTask(TaskBase):
+class LoopedTask(StreamTask):
     name = "looped"
     model_kind = "classifier"
 

@@ -19,9 +19,11 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from arithrepro.config import (Optional, ParamsError, all_optional, check_merged, choice,
+from arithrepro.models.registry import MODELS, build_model
+from arithrepro.schema import (Optional, ParamsError, all_optional, check_merged, choice,
                                deep_merge, fail, integer, list_of, number)
-from arithrepro.tasks.common import TaskBase
+from arithrepro.tasks.base import Task
+from arithrepro.train import EpochBatches, TrainConfig
 
 OPERATORS = ("+", "-", "*", "/")
 STUDIES = ("sanity", "data", "orders", "size", "compute", "regularization")
@@ -269,8 +271,6 @@ def study_runs(params: dict, study: str) -> list[Run]:
 
 def _model_names() -> tuple[str, ...]:
     """The LMs a study builds from its (d_model, layers, heads)."""
-    from arithrepro.models import MODELS
-
     return tuple(n for n, s in MODELS.items() if s.task == "modular")
 
 
@@ -331,7 +331,7 @@ def _study_schema(compute: bool) -> dict:
     return s
 
 
-class ModularTask(TaskBase):
+class ModularTask(Task):
     name = "modular"
     grid = False   # runs as studies (stages/modular_study.py), not as train/evaluate cells
 
@@ -379,3 +379,26 @@ class ModularTask(TaskBase):
 
 
 TASK = ModularTask()
+
+
+def cell(run, device: str, precision: str, compile_: bool):
+    """A study's cell, ready to train: (model, its size, dims, data, loop config, batches); the
+    train stage and `arithrepro estimate` both build cells here."""
+    import torch
+
+    c = run.config
+    data = TASK.data(c, run.seed, device)
+    torch.manual_seed(run.seed)
+    dims = TASK.dims(c)
+    size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"]}
+    net = build_model(run.model, size, dropout=float(c["dropout"]), **dims).to(device)
+    cfg = TrainConfig(lr=float(c["lr"]), seed=run.seed, optimizer="adamw", schedule=c["schedule"],
+                      warmup_frac=float(c["warmup_frac"]), beta2=float(c["beta2"]),
+                      weight_decay=float(c["weight_decay"]),
+                      val_every=c["eval_every"], checkpoint_every=c["checkpoint_every"],
+                      validate_epochs=False, restore_best=False, outputs_from=data.outputs_from,
+                      precision=precision, compile=compile_)
+    train = data.splits["train"]
+    batches = EpochBatches(lambda idx: (train.x[idx], train.y[idx], train.mask[idx]),
+                           len(train.x), c["batch_size"], 1, run.seed, device, steps=c["steps"])
+    return net, size, dims, data, cfg, batches

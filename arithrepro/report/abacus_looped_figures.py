@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from arithrepro.io import read_json
-from arithrepro.report.figures import (STYLE, _pyplot, _read_csv, _require, _save, _seed_note,
-                                       _seeds_per_cell, arch_order, arch_style, seed_spread,
+from arithrepro.report.plotting import (STYLE, pyplot, read_csv, require, save, seed_note,
+                                       seeds_per_cell, arch_order, arch_style, seed_spread,
                                        shade_spread)
 
 
@@ -19,17 +19,17 @@ def render_abacus(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
     """heatmaps/<cell>.png (one panel per inference recurrence count; with several seeds also
     heatmaps/<model>-<size>-mean.png, their mean) and ood_vs_recurrences.png."""
     eval_dir, data_dir, out_dir = Path(eval_dir), Path(data_dir), Path(out_dir)
-    _require(summary, {"model", "size", "seed", "recurrences"}, "summary")
+    require(summary, {"model", "size", "seed", "recurrences"}, "summary")
     meta = read_json(data_dir / "meta.json", ("grid_max", "max_digits"))
     cells = {f"{r.model}-{r.size}-{int(r.seed)}": r for r in summary.itertuples()}
-    grids = {c: _read_csv(eval_dir / f"{c}.csv", {"recurrences", "n1", "n2", "accuracy"}, "evaluate")
+    grids = {c: read_csv(eval_dir / f"{c}.csv", {"recurrences", "n1", "n2", "accuracy"}, "evaluate")
              for c in cells}
     trained = {c: int(r.recurrences) for c, r in cells.items()}
-    plt = _pyplot()
+    plt = pyplot()
     written = []
     with plt.rc_context(STYLE):
         for cell, grid in grids.items():
-            written.append(_save(plt, _heatmaps(plt, cell, grid, meta, trained[cell]),
+            written.append(save(plt, _heatmaps(plt, cell, grid, meta, trained[cell]),
                                  out_dir / "heatmaps" / f"{cell}.png"))
         # One seed's grid can be a lucky or unlucky run; the mean is what to compare across cells.
         for (model, size), runs in summary.groupby(["model", "size"]):
@@ -37,10 +37,10 @@ def render_abacus(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
             if len(seeds) > 1:
                 mean = mean_grid([grids[f"{model}-{size}-{s}"] for s in seeds])
                 title = f"{model}-{size} (mean over {len(seeds)} seeds)"
-                written.append(_save(plt, _heatmaps(plt, title, mean, meta,
+                written.append(save(plt, _heatmaps(plt, title, mean, meta,
                                                     int(runs["recurrences"].iloc[0])),
                                      out_dir / "heatmaps" / f"{model}-{size}-mean.png"))
-        written.append(_save(plt, _ood_vs_recurrences(plt, grids, meta, trained),
+        written.append(save(plt, _ood_vs_recurrences(plt, grids, meta, trained),
                              out_dir / "ood_vs_recurrences.png"))
     return written
 
@@ -122,7 +122,7 @@ def _ood_vs_recurrences(plt, grids: dict, meta: dict, trained: dict):
     ax.set_ylim(-2, 102)
     ax.set_xlabel("recurrences at inference (log2; thin line: trained count)")
     ax.set_ylabel(f"mean accuracy beyond {D} digits (%)")
-    note = _seed_note(_seeds_per_cell(per_cell), "mean ± std")
+    note = seed_note(seeds_per_cell(per_cell), "mean ± std")
     ax.set_title(f"abacus: out-of-distribution accuracy (cells up to {G}×{G}) vs recurrences\n"
                  f"({note})", fontsize=10)
     ax.legend(loc="best")
@@ -134,14 +134,14 @@ def _ood_vs_recurrences(plt, grids: dict, meta: dict, trained: dict):
 def render_looped(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir: Path) -> list[Path]:
     """accuracy_vs_digits.png: exact match and per-digit accuracy, standard vs looped."""
     eval_dir, data_dir, out_dir = Path(eval_dir), Path(data_dir), Path(out_dir)
-    _require(summary, {"model", "size", "seed"}, "summary")
+    require(summary, {"model", "size", "seed"}, "summary")
     meta = read_json(data_dir / "meta.json", ("train_digits", "variant"))
-    frames = [_read_csv(eval_dir / f"{r.model}-{r.size}-{int(r.seed)}.csv",
+    frames = [read_csv(eval_dir / f"{r.model}-{r.size}-{int(r.seed)}.csv",
                         {"digits", "accuracy", "digit_acc"}, "evaluate").assign(model=r.model, size=r.size)
               for r in summary.itertuples()]
     runs = pd.concat(frames)  # one row per seed and number of digits
     models = sorted(set(runs["model"]))
-    plt = _pyplot()
+    plt = pyplot()
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
         for model in arch_order(models):
@@ -163,7 +163,7 @@ def render_looped(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
         ax.set_xlabel(f"number of digits ({meta['variant']} operands)")
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         ax.set_ylabel("accuracy (%)")
-        note = _seed_note(_seeds_per_cell(summary), "mean ± std")
+        note = seed_note(seeds_per_cell(summary), "mean ± std")
         ax.set_title(f"looped: accuracy vs length, standard vs looped ({note})")
         ax.legend(loc="best")
-        return [_save(plt, fig, out_dir / "accuracy_vs_digits.png")]
+        return [save(plt, fig, out_dir / "accuracy_vs_digits.png")]

@@ -17,22 +17,22 @@ count does not.
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 import torch.nn.functional as F
 
-GATES = {"rnn": 1, "gru": 3}
+from arithrepro.estimate import time_call
 
 
-def formulas(model: str, size: dict, T: int) -> dict:
-    """FLOPs and sequential matmuls to generate and to train on T tokens, and whose formula
-    gave them: the spec's (the RNN's, g = 1, and the transformer's), or this project's g = 3
-    extension of the RNN formula for the GRU."""
+def formulas(spec, size: dict, T: int) -> dict:
+    """FLOPs and sequential matmuls to generate and to train on T tokens by the formula the
+    model's registry entry declares (`spec.cost`, `spec.gates`), and whose formula it is: the
+    spec's (the RNN's, g = 1, and the transformer's), or this project's extension of the RNN
+    formula to g > 1 (the GRU's g = 3)."""
     L, D = size["layers"], size["d_model"]
-    if model in GATES:
-        g = GATES[model]
+    if spec.cost not in ("recurrent", "attention"):
+        raise ValueError(f"no cost formula for a model declaring cost {spec.cost!r}")
+    if spec.cost == "recurrent":
+        g = spec.gates
         return {"formula_gen_flops": 4 * g * T * L * D * D, "formula_train_flops": 8 * g * T * L * D * D,
                 "seq_matmuls_gen": T * L, "seq_matmuls_train": T * L,
                 "formula": "spec" if g == 1 else f"ours (spec's RNN, g = {g})"}
@@ -65,31 +65,13 @@ def _train_pass(model, x):
 
 
 def _generate(model, T: int, context: int | None):
-    from arithrepro.evaluate import sample
+    from arithrepro.decoding import sample
 
     prompt = torch.zeros(1, dtype=torch.long)
 
     def run():
         sample(model, prompt, T - 1, 1.0, torch.Generator().manual_seed(0), context)
     return run
-
-
-def _synchronize(device: torch.device) -> None:
-    """Wait for the device's queued work: a CUDA call returns once its kernels are queued."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _seconds(fn, repeats: int, device: torch.device) -> float:
-    fn()  # warm-up: allocations, kernel choice
-    times = []
-    for _ in range(repeats):
-        _synchronize(device)
-        t0 = time.perf_counter()
-        fn()
-        _synchronize(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def measure(model, T: int, context: int | None, repeats: int) -> dict:
@@ -107,8 +89,8 @@ def measure(model, T: int, context: int | None, repeats: int) -> dict:
         gen()
     gen_flops = fc.get_total_flops()
     model.train()
-    t_train = _seconds(train, repeats, device)
-    t_gen = _seconds(gen, repeats, device)
+    t_train = time_call(train, device, repeats, budget=None)
+    t_gen = time_call(gen, device, repeats, budget=None)
     model.zero_grad(set_to_none=True)
     return {"counted_gen_flops": gen_flops, "counted_train_flops": train_flops,
             "gen_s_per_token": t_gen / T, "train_s_per_token": t_train / T,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from arithrepro.report.figures import (PALETTE, STYLE, _pyplot, _read_csv, _save, _seed_note,
-                                       _seeds_per_cell, seed_spread, shade_spread)
+from arithrepro.report.plotting import (PALETTE, STYLE, pyplot, read_csv, save, seed_note,
+                                       seeds_per_cell, seed_spread, shade_spread)
 
 
 def _si(x: float) -> str:
@@ -62,7 +62,7 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
     lengths = sorted(runs["seq_length"].unique())
     models = list(dict.fromkeys(runs["model"]))
     colours = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
-    plt = _pyplot()
+    plt = pyplot()
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, len(lengths), figsize=(5.6 * len(lengths) + 1.6, 4.4),
                                  squeeze=False, sharey=True)
@@ -90,22 +90,22 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
                     handles.append(h)
                     labels.append(lab)
         fig.legend(handles, labels, loc="outside right center")
-        n = _seeds_per_cell(runs)
+        n = seeds_per_cell(runs)
         if n.max() > 1:
-            fig.suptitle(f"charlm: loss per character, {_seed_note(n, 'mean')}\n"
+            fig.suptitle(f"charlm: loss per character, {seed_note(n, 'mean')}\n"
                          "(train: running mean; validation: dashed, shaded ± std)")
         else:
             fig.suptitle("charlm: loss per character (train: running mean, validation: dashed)")
-        return [_save(plt, fig, Path(out_dir) / "loss_curves.png")]
+        return [save(plt, fig, Path(out_dir) / "loss_curves.png")]
 
 
 def _seed_curves(curves_dir: Path, val_dir: Path, model: str, size: str, seeds):
     """A run's training loss, mean over its seeds per step, and its validation loss as a
     seed_spread frame (step, n, mean, low, high: mean ± std)."""
     names = [f"{model}-{size}-{int(seed)}" for seed in seeds]
-    train = pd.concat([_read_csv(curves_dir / f"{n}.csv", {"step", "loss"}, "charlm-train")
+    train = pd.concat([read_csv(curves_dir / f"{n}.csv", {"step", "loss"}, "charlm-train")
                        for n in names])
-    val = pd.concat([_read_csv(val_dir / f"{n}.csv", {"step", "val_loss"}, "charlm-train")
+    val = pd.concat([read_csv(val_dir / f"{n}.csv", {"step", "val_loss"}, "charlm-train")
                      for n in names])
     return (train.groupby("step", as_index=False)["loss"].mean(),
             seed_spread(val, "step", "val_loss"))

@@ -1,5 +1,5 @@
-"""The one evaluation path: batched greedy decoding with caches, then the task's scoring;
-and sampling from the softmax, for the language models.
+"""Decoding, the one evaluation path: batched greedy decoding with caches (each task scores what
+it decodes), and sampling from the softmax, for the language models.
 
 Samples in a batch have prompts of different lengths. Every sample's tokens stay contiguous from
 position 0 (no padding inside a prompt): the shortest prompt is prefilled in one call, then the

@@ -1,0 +1,171 @@
+"""Model registry: one line per model, naming its builder and what it can do.
+
+A builder is called as `build(size, dropout=..., **dims)`: `size` holds the architecture fields
+(`size_fields`, from models.<name>.sizes.<size> for grid models, from the task's block for the
+others) plus the `budget_fields` a task's profile sets (the abacus width); `dims` are what the
+task provides. `kind` says which dims: "lm" models take token sequences (vocab_size, max_len,
+pad_id), "abacus-lm" ones also which tokens are digits and the longest digit runs, and
+"classifier" models take digit pairs and classify each position. A task accepts one kind.
+Models with a `task` (the modular studies' LSTM and GPT, the charlm models) take their sizes and
+settings from that task's block instead of models.<name>.
+
+Capabilities, declared here so no caller tests a model's name (checked when the table is built):
+- decodes: has `init_state`, so it generates token by token with a cache (expr, abacus, charlm
+  sampling need it);
+- context: how far it sees: "any" length, or "max_len" for learned positions (nanoGPT's block
+  size), so generation slides a window of max_len tokens;
+- traces: `trace()` returns every block's attention weights (the attention figures);
+- cost: the cost formula of the charlm compute table: "attention", or "recurrent" with `gates`,
+  the matrices a cell multiplies its state by (Elman 1, GRU 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from arithrepro.io import ArtifactError
+from arithrepro.models import abacus, looped, recurrent, retran, transformer
+from arithrepro.schema import Optional, ParamsError, integer
+
+KINDS = ("lm", "abacus-lm", "classifier")
+COSTS = ("", "attention", "recurrent")
+CONTEXTS = ("any", "max_len")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    build: Callable[..., Any]   # build(size, *, dropout, **dims) -> nn.Module
+    kind: str
+    size_fields: tuple[str, ...]
+    budget_fields: tuple[str, ...] = ()
+    optional_fields: tuple[str, ...] = ()  # size fields that may be left out or 0
+    task: str = ""        # "": configured in models.<name> for grid tasks; else by that task's block
+    rotary: bool = False  # attention with rotary embeddings: head size must be even
+    decodes: bool = True
+    context: str = "any"
+    traces: bool = False
+    cost: str = ""
+    gates: int = 0
+
+    def check(self, name: str) -> None:
+        """TypeError naming the model if its declaration contradicts itself."""
+        problems = [
+            not callable(self.build) and "its builder is not callable",
+            self.kind not in KINDS and f"kind {self.kind!r} is not one of {', '.join(KINDS)}",
+            not self.size_fields and "it declares no size fields",
+            self.context not in CONTEXTS and f"context {self.context!r} is not one of {', '.join(CONTEXTS)}",
+            self.cost not in COSTS and f"cost {self.cost!r} is not one of {', '.join(COSTS[1:])}",
+            (self.cost == "recurrent") != (self.gates > 0) and "recurrent cost needs gates >= 1 (and only it)",
+            self.task == "charlm" and not self.cost and "a charlm model needs a cost formula",
+            self.traces and self.kind == "classifier" and "only language models trace attention",
+        ]
+        for problem in problems:
+            if problem:
+                raise TypeError(f"model registry: {name}: {problem}")
+
+    @property
+    def grid(self) -> bool:
+        return not self.task
+
+    def size_schema(self) -> dict:
+        return {**{f: integer(1) for f in self.size_fields},
+                **{f: Optional(integer(0)) for f in self.optional_fields}}
+
+    def budget_schema(self) -> dict:
+        return {f: integer(1) for f in self.budget_fields}
+
+    def check_size(self, key: str, size: dict) -> None:
+        """Checks across fields of the (merged) architecture."""
+        heads = size.get("heads")
+        if heads is None:
+            return
+        d_sa = size.get("d_sa", size.get("d_model"))
+        field = "d_sa" if "d_sa" in size else "d_model"
+        if d_sa % heads:
+            raise ParamsError(f"{key}.{field} = {d_sa}: expected a multiple of heads ({heads})")
+        if self.rotary and (d_sa // heads) % 2:
+            raise ParamsError(f"{key}.{field} = {d_sa}: expected a multiple of heads ({heads}) "
+                              "with an even head size (rotary embeddings rotate pairs)")
+
+
+_ATTN = ("d_model", "d_ff", "d_sa", "layers", "heads")
+
+MODELS: dict[str, ModelSpec] = {
+    "gpt": ModelSpec(transformer.build, "lm", _ATTN, rotary=True, traces=True),
+    "lstm": ModelSpec(recurrent.build, "lm", ("d_model", "d_ff", "layers")),
+    "retran": ModelSpec(retran.build, "lm", _ATTN, rotary=True),
+    "abacus": ModelSpec(abacus.build, "abacus-lm", ("block_layers", "recurrences"),
+                        budget_fields=("d_model", "d_ff", "heads", "offset_k"), traces=True),
+    "standard": ModelSpec(looped.build_standard, "classifier", ("d_model", "d_ff", "layers", "heads"),
+                          decodes=False),
+    "looped": ModelSpec(looped.build_looped, "classifier", ("d_model", "d_ff", "heads", "loop_offset"),
+                        optional_fields=("extra_loops",), decodes=False),
+    "lstm-std": ModelSpec(recurrent.build_standard, "lm", ("d_model", "layers"), task="modular"),
+    "gpt-sin": ModelSpec(transformer.build_sinusoidal, "lm", ("d_model", "layers", "heads"),
+                         task="modular", traces=True),
+    "rnn": ModelSpec(recurrent.build_rnn, "lm", ("d_embed", "d_model", "layers"), task="charlm",
+                     cost="recurrent", gates=1),
+    "gru": ModelSpec(recurrent.build_gru, "lm", ("d_embed", "d_model", "layers"), task="charlm",
+                     cost="recurrent", gates=3),
+    "nanogpt": ModelSpec(transformer.build_nanogpt, "lm", ("d_model", "layers", "heads"),
+                         task="charlm", context="max_len", traces=True, cost="attention"),
+}
+
+
+def build_model(name: str, size: dict, **kwargs) -> Any:
+    return MODELS[name].build(size, **kwargs)
+
+
+def architecture(params: dict, task: str, model: str, size: str, profile: str | None = None) -> dict:
+    """A model's architecture fields: its size, plus the fields a task's profile sets (width)."""
+    arch = dict(params["models"][model]["sizes"][size])
+    budget = params["profiles"][profile or params["profile"]][task].get("model", {})
+    arch.update({k: budget[k] for k in MODELS[model].budget_fields})
+    return arch
+
+
+for _name, _spec in MODELS.items():
+    _spec.check(_name)
+
+
+SAVED_KEYS = ("model", "size", "dropout", "dims", "state_dict")
+
+
+def read_saved(path, keys: tuple[str, ...] = ()) -> dict:
+    """The dict a trained model was saved as, {model, size, dropout, dims, state_dict, ...}
+    and `keys`, without building the model; ArtifactError if the file is anything else."""
+    import torch
+
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # a cut-short zip, a pickle of something else, random bytes
+        raise ArtifactError(path, f"unreadable model file ({err})") from None
+    if not isinstance(saved, dict):
+        raise ArtifactError(path, f"not a saved model (a {type(saved).__name__})")
+    missing = [k for k in (*SAVED_KEYS, *keys) if k not in saved]
+    if missing:
+        raise ArtifactError(path, f"not a saved model (no {', '.join(missing)})")
+    if saved["model"] not in MODELS:
+        raise ArtifactError(path, f"saved model {saved['model']!r} is not one of "
+                                  f"{', '.join(MODELS)}")
+    return saved
+
+
+def load_model(path, keys: tuple[str, ...] = ()) -> tuple[Any, dict]:
+    """A model saved as {model, size, dropout, dims, state_dict, ...} (on the CPU), and the
+    saved dict, which must also hold `keys`."""
+    saved = read_saved(path, keys)
+    try:
+        net = build_model(saved["model"], saved["size"], dropout=saved["dropout"], **saved["dims"])
+    except Exception as err:
+        raise ArtifactError(path, f"cannot build the {saved['model']} it declares "
+                                  f"({err})") from None
+    try:
+        net.load_state_dict(saved["state_dict"])
+    except Exception as err:  # missing or unexpected weights, or other shapes
+        raise ArtifactError(path, f"its weights do not fit the {saved['model']} it declares "
+                                  f"({err})") from None
+    return net, saved

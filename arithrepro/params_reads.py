@@ -1,0 +1,104 @@
+"""Which params keys a stage reads, recorded while it runs, so that a test can hold each stage's
+`params:` list in dvc.yaml to what its command really reads.
+
+With ARITHREPRO_PARAMS_LOG=<file> set, `config.load` returns the params wrapped in `Reads`, and
+the process appends one JSON line to <file> when it exits: its arguments and the dotted keys it
+read. A key counts as read when its value is taken (a leaf), or when a mapping is used whole:
+iterated, unpacked, copied with dict(), serialized (a hash of a block reads all of it), or
+asked whether it holds a key (a default taken instead depends on the whole block).
+Taking a mapping only to look inside it does not count: the keys read below it do. Checks that
+only stop a run (is this model one of <task>.models?) read through `peek`, which is not recorded.
+"""
+
+from __future__ import annotations
+
+import atexit
+import copy
+import json
+import os
+import sys
+
+ENV = "ARITHREPRO_PARAMS_LOG"
+
+
+class Reads(dict):
+    """A params mapping that notes, in a shared set, the dotted key of what is read from it."""
+
+    def __init__(self, data: dict, path: str = "", log: set | None = None):
+        # dict.items: building one from another must not count as reading it
+        super().__init__(dict.items(data))
+        self._path = path
+        self._log = set() if log is None else log
+
+    def _key(self, key) -> str:
+        return f"{self._path}.{key}" if self._path else str(key)
+
+    def _whole(self) -> None:
+        self._log.add(self._path)
+
+    def __getitem__(self, key):
+        value = super().__getitem__(key)
+        if isinstance(value, Reads):   # a merged block keeps the path it was read under
+            return value
+        if isinstance(value, dict):
+            return Reads(value, self._key(key), self._log)
+        self._log.add(self._key(key))
+        return value
+
+    def __contains__(self, key) -> bool:
+        # asking whether a key is there depends on the whole block (a default taken instead)
+        self._whole()
+        return super().__contains__(key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __iter__(self):
+        self._whole()
+        return super().__iter__()
+
+    def keys(self):
+        self._whole()
+        return super().keys()
+
+    def items(self):
+        self._whole()
+        return super().items()
+
+    def values(self):
+        self._whole()
+        return super().values()
+
+    def __deepcopy__(self, memo):
+        # a copy (deep_merge starts from one) is read only where its keys are read
+        return Reads(copy.deepcopy(dict(self.__raw_items()), memo), self._path, self._log)
+
+    def __raw_items(self):
+        return dict.items(self)
+
+    def __reduce__(self):
+        self._whole()
+        return dict, (dict(self.__raw_items()),)
+
+
+def peek(params: dict, *keys):
+    """params[k1][k2]... without recording the read (for checks that cannot change a result)."""
+    value = params
+    for key in keys:
+        value = dict.__getitem__(value, key)
+    return value
+
+
+def recording(params: dict) -> dict:
+    """params wrapped to record reads when ARITHREPRO_PARAMS_LOG is set; else params itself."""
+    target = os.environ.get(ENV)
+    if not target:
+        return params
+    log: set = set()
+
+    def write() -> None:
+        with open(target, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"argv": sys.argv[1:], "read": sorted(log)}) + "\n")
+
+    atexit.register(write)
+    return Reads(params, "", log)

@@ -1,0 +1,226 @@
+"""The task interface. A task owns its params blocks, its data and its scoring; the pipeline
+around it (stages/, train.py, evaluate.py) is shared.
+
+Every task (`Task`) provides:
+    name, model_kind ("lm" | "abacus-lm" | "classifier": the registry models it accepts),
+    decodes (it generates token by token, so its models must declare `decodes`)
+    params_schema() / profile_schema()   its params.yaml block and its block in each profile
+    dims(setting) -> dict                the model builder's task-dependent arguments
+and may override check_params(params) (checks across keys) and precision (the source's).
+
+A grid task (`GridTask`: expr, abacus, looped) runs as train/evaluate cells over
+<task>.models x <task>.sizes x <task>.seeds, its setting being the whole params, and provides:
+    generate(params, out_dir, progress) -> one-line summary    the dataset files
+    train_batches(params, data_dir, seed, device)              EpochBatches | StreamBatches
+    valid_set(params, data_dir, device) -> (make_batch(idx) -> (x, y, mask), n)
+    evaluate(model, params, data_dir, device, progress) -> (metrics, rows)
+Optional, for progress bars and `arithrepro estimate`: generate_count, eval_count, valid_count,
+sample_batches. A `StreamTask` (abacus, looped) draws fresh samples every step: it provides
+train_sampler(params, device) instead of train_batches.
+
+The modular and charlm tasks run as their own stages (stages/modular_study.py,
+stages/charlm_*.py): their setting is one run's configuration.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from arithrepro.models.registry import MODELS, architecture
+from arithrepro.schema import Optional, ParamsError, choice, fail, integer, list_of, number
+from arithrepro.train import StreamBatches, TrainConfig
+
+LOOP_KEYS = ("optimizer", "schedule", "warmup_frac", "weight_decay", "keep")
+
+
+def train_schema(**extra) -> dict:
+    """<task>.train: the loop's settings as the task's source states them (a profile may
+    override each of them in profiles.<p>.<task>.train, with its reason beside it)."""
+    return {
+        "optimizer": choice("lamb", "adam", "adamw"),
+        "schedule": choice("linear", "constant"),
+        "warmup_frac": number(0, 1, hi_open=True),
+        "weight_decay": number(0),
+        "keep": choice("best", "last"),   # the state a run ends with: best validation, or last
+        **extra,
+    }
+
+
+def loop_overrides() -> dict:
+    """The loop settings a profile's train block may override."""
+    return {k: Optional(v) for k, v in train_schema().items()}
+
+
+def loop_config(params: dict, task: str) -> dict:
+    """<task>.train with the current profile's overrides of LOOP_KEYS."""
+    prof = params["profiles"][params["profile"]][task]["train"]
+    return {**params[task]["train"], **{k: prof[k] for k in LOOP_KEYS if k in prof}}
+
+
+def _size_name(key, value) -> None:
+    if not isinstance(value, str):
+        fail(key, value, "a size name")
+
+
+class Task(ABC):
+    name = ""
+    model_kind = "lm"
+    grid = False
+    decodes = False   # generates token by token (needs models that declare `decodes`)
+    # the precision the source trained in on a GPU (params precision: auto follows it):
+    # fp32, or mixed (bf16 autocast where the GPU has it, else fp16 with a gradient scaler)
+    precision = "fp32"
+
+    @classmethod
+    @abstractmethod
+    def params_schema(cls) -> dict:
+        """The schema of params.yaml's <name> block."""
+
+    @classmethod
+    @abstractmethod
+    def profile_schema(cls) -> dict:
+        """The schema of profiles.<p>.<name>: what a profile sets or overrides."""
+
+    @classmethod
+    def check_params(cls, params: dict) -> None:
+        """Checks across keys, after every block passed its schema; ParamsError if one fails."""
+
+    @abstractmethod
+    def dims(self, setting: dict) -> dict:
+        """The model builder's task-dependent arguments (vocab_size, max_len, pad_id, ...) for
+        one setting: the params of a grid task, one run's configuration of the others."""
+
+
+class GridTask(Task):
+    grid = True   # trained and scored as <task>.models x <task>.sizes x <task>.seeds cells
+    headline = ("id_acc", "ood_acc")   # the metrics a stage's summary line shows
+
+    @abstractmethod
+    def generate(self, params: dict, out_dir: Path, progress=None) -> str:
+        """Write the dataset files under out_dir; return a one-line summary."""
+
+    @abstractmethod
+    def train_batches(self, params: dict, data_dir: Path, seed: int, device):
+        """The training run's batches: an EpochBatches or a StreamBatches (train.py)."""
+
+    @abstractmethod
+    def valid_set(self, params: dict, data_dir: Path, device):
+        """(make_batch(idx) -> (x, y, mask), n): the validation split the loop scores."""
+
+    @abstractmethod
+    def evaluate(self, model, params: dict, data_dir: Path, device, progress=None):
+        """(metrics, rows): the run record's scores and the per-problem (or per-cell) rows."""
+
+    def cell(self, params: dict, model: str, size: str, seed: int, precision: str):
+        """A cell's architecture {model, size, dropout, dims} and its training loop's config:
+        <task>.train with the profile's overrides, and the model's lr, dropout and size. The one
+        place a grid cell's TrainConfig is made: the train stage and `arithrepro estimate` use it."""
+        prof = params["profiles"][params["profile"]][self.name]["train"]
+        loop = loop_config(params, self.name)
+        m = params["models"][model]
+        cfg = TrainConfig(lr=float(prof.get("lr", m["lr"])), seed=seed, optimizer=loop["optimizer"],
+                          schedule=loop["schedule"], warmup_frac=float(loop["warmup_frac"]),
+                          weight_decay=float(loop["weight_decay"]), restore_best=loop["keep"] == "best",
+                          progressive=bool(loop.get("progressive", False)),
+                          val_every=prof["val_every"], checkpoint_every=prof["checkpoint_every"],
+                          eval_batch_size=4 * prof["batch_size"], precision=precision,
+                          compile=params["compile"], micro_batches=int(m["micro_batches"]))
+        arch = {"model": model, "size": architecture(params, self.name, model, size),
+                "dropout": float(m["dropout"]), "dims": self.dims(params)}
+        return arch, cfg
+
+    def generate_count(self, params: dict) -> int | None:
+        """Problems generate() writes (a progress bar's total; None: unknown)."""
+        return None
+
+    def eval_count(self, params: dict, model) -> int | None:
+        """Problems evaluate() decodes (a progress bar's total; None: unknown)."""
+        return None
+
+    def valid_count(self, params: dict) -> int:
+        """Samples in one validation pass."""
+        return params["profiles"][params["profile"]][self.name]["data"]["n_valid"]
+
+    def sample_batches(self, params: dict, seed: int, device):
+        """The training run's batches made without files (for timing)."""
+        return self.train_batches(params, None, seed, device)
+
+    @classmethod
+    def grid_schema(cls) -> dict:
+        return {
+            "models": list_of(choice(*(m for m, s in MODELS.items()
+                                        if s.kind == cls.model_kind and s.grid))),
+            "sizes": list_of(_size_name),
+            "seeds": list_of(integer(0, 2**31 - 1)),
+        }
+
+    @staticmethod
+    def profile_grid_schema() -> dict:
+        """profiles.<p>.<task>.{sizes,seeds}: the profile's grid, which conf/config.yaml makes
+        <task>.sizes and <task>.seeds when params.yaml is composed (README: profiles)."""
+        return {"sizes": list_of(_size_name), "seeds": list_of(integer(0, 2**31 - 1))}
+
+    @classmethod
+    def check_grid(cls, params: dict) -> None:
+        """Every size of <task>.sizes and of each profile's grid exists for every model of
+        <task>.models, and the merged architecture (size + the profile's width) is consistent."""
+        grids = {f"{cls.name}.sizes": params[cls.name]["sizes"],
+                 **{f"profiles.{p}.{cls.name}.sizes": block[cls.name]["sizes"]
+                    for p, block in params["profiles"].items()}}
+        for model in params[cls.name]["models"]:
+            known = params["models"][model]["sizes"]
+            for key, sizes in grids.items():
+                for size in sizes:
+                    if size not in known:
+                        raise ParamsError(f"{key}: {size!r} is not a size of {model}; "
+                                          f"allowed: {', '.join(known)} (models.{model}.sizes)")
+            if not MODELS[model].budget_fields:
+                continue
+            for profile, block in params["profiles"].items():
+                sizes = set(block[cls.name]["sizes"])
+                if profile == params["profile"]:
+                    sizes |= set(params[cls.name]["sizes"])
+                for size in sorted(sizes):
+                    MODELS[model].check_size(f"profiles.{profile}.{cls.name}.model",
+                                             architecture(params, cls.name, model, size, profile))
+
+    @staticmethod
+    def require(data_dir: Path, name: str) -> Path:
+        path = Path(data_dir) / name
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: missing; run `arithrepro generate-datasets` first")
+        return path
+
+    @classmethod
+    def read_split(cls, data_dir: Path, name: str, columns: tuple[str, ...]):
+        """A data file as a DataFrame with at least `columns` (ArtifactError if damaged)."""
+        from arithrepro.io import read_frame
+
+        return read_frame(cls.require(data_dir, name), columns)
+
+    @classmethod
+    def read_meta(cls, data_dir: Path, keys: tuple[str, ...]) -> dict:
+        """meta.json as a dict with at least `keys` (ArtifactError if damaged)."""
+        from arithrepro.io import read_json
+
+        return read_json(cls.require(data_dir, "meta.json"), keys)
+
+
+class StreamTask(GridTask):
+    """A grid task that draws fresh training samples every step (no training file)."""
+
+    @abstractmethod
+    def train_sampler(self, params: dict, device):
+        """draw(batch_size, generator) -> (x, y, mask): fresh training samples."""
+
+    @staticmethod
+    def stream_train_schema() -> dict:
+        """profiles.<p>.<task>.train for tasks that draw fresh samples every step."""
+        return {"batch_size": integer(1), "steps": integer(1), "val_every": integer(1),
+                "checkpoint_every": integer(1), "lr": Optional(number(0, lo_open=True)),
+                **loop_overrides()}
+
+    def train_batches(self, params: dict, data_dir: Path, seed: int, device):
+        t = params["profiles"][params["profile"]][self.name]["train"]
+        return StreamBatches(self.train_sampler(params, device), t["batch_size"], t["steps"], seed)

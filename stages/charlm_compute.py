@@ -1,0 +1,54 @@
+"""charlm-compute: the cost table, by the formulas, counted and timed (untrained models)."""
+
+from __future__ import annotations
+
+import click
+
+from arithrepro.stages.common import done, friendly_errors, params_option, paths
+
+
+@click.command("charlm-compute")
+@params_option
+@friendly_errors
+def charlm_compute(params_path: str) -> None:
+    """The compute table: FLOPs and sequential matmuls to generate and to train on T tokens,
+    by the spec's formulas and as counted, beside measured seconds per token.
+
+    Reads params: profile, charlm.{models,runs,compute} (merged with the profile's; T = each
+    seq_length of the runs) and data/charlm/meta.json (the vocabulary size). Models are built
+    untrained: the cost does not depend on the weights. Writes metrics/charlm/compute.csv and
+    metrics/charlm/compute.md.
+    """
+    import pandas as pd
+    import torch
+
+    from arithrepro import config
+    from arithrepro.cost import formulas, measure
+    from arithrepro.io import write_frame, write_text
+    from arithrepro.models.registry import MODELS, build_model
+    from arithrepro.models.lm import count_params
+    from arithrepro.report.charlm_figures import compute_markdown
+    from arithrepro.tasks.charlm import TASK, merged, read_corpus
+
+    params = config.load(params_path)
+    m = merged(params)
+    _, vocab, _ = read_corpus(paths.data("charlm"))
+    device = config.device_of(params)
+    lengths = sorted({r["seq_length"] for r in m["runs"]})
+    rows = []
+    for T in lengths:
+        for name, arch in m["models"].items():
+            size = {k: v for k, v in arch.items() if k != "model"}
+            torch.manual_seed(0)
+            net = build_model(arch["model"], size, dropout=0.0,
+                              **TASK.dims({"vocab_size": vocab.size, "seq_length": T})).to(device)
+            context = T if MODELS[arch["model"]].context == "max_len" else None
+            rows.append({"model": name, "arch": arch["model"], "params": count_params(net),
+                         "layers": size["layers"], "d_model": size["d_model"], "T": T,
+                         **formulas(MODELS[arch["model"]], size, T),
+                         **measure(net, T, context, m["compute"]["repeats"])})
+    frame = pd.DataFrame(rows)
+    d = paths.record("charlm").parent
+    write_frame(d / "compute.csv", frame)
+    write_text(d / "compute.md", compute_markdown(frame, device))
+    done(f"charlm-compute: {len(rows)} rows on {device} -> {d / 'compute.md'}")

@@ -1,0 +1,35 @@
+"""charlm-corpus: the corpus text and its vocabulary (data/charlm)."""
+
+from __future__ import annotations
+
+import click
+
+from arithrepro.stages.common import done, friendly_errors, params_option, paths
+
+
+@click.command("charlm-corpus")
+@params_option
+@friendly_errors
+def charlm_corpus(params_path: str) -> None:
+    """Build the corpus and its vocabulary.
+
+    Reads params: profile, charlm.corpus (merged with profiles.<profile>.charlm.corpus). Writes
+    data/charlm/corpus.txt and data/charlm/meta.json (source, characters, vocabulary).
+    """
+    import hashlib
+
+    from arithrepro import config
+    from arithrepro.io import write_json, write_text
+    from arithrepro.tasks.charlm import Vocab, build_corpus, merged
+
+    params = config.load(params_path)
+    c = merged(params)["corpus"]
+    text = build_corpus(c)
+    vocab = Vocab.of(text)
+    out = paths.data("charlm")
+    write_text(out / "corpus.txt", text)
+    write_json(out / "meta.json", {"source": c["source"], "path": c["path"], "chars": len(text),
+                                   "vocab": vocab.chars, "vocab_size": vocab.size,
+                                   "sha256": hashlib.sha256(text.encode()).hexdigest()})
+    done(f"charlm-corpus: {len(text):,} characters of {c['source']} text, {vocab.size} distinct "
+         f"-> {out}")

@@ -1,0 +1,56 @@
+"""Fixtures shared by the test modules: the project's params and a small expr dataset.
+(Shared plain functions live in tests/helpers.py.)"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from arithrepro import config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def _loaded_params() -> dict:
+    # loaded and validated once; tests get copies, which they may change
+    return config.load(ROOT / "params.yaml")
+
+
+@pytest.fixture
+def params(_loaded_params) -> dict:
+    """params.yaml as loaded and validated, a copy the test may change."""
+    return copy.deepcopy(_loaded_params)
+
+
+@pytest.fixture
+def smoke_params(params) -> dict:
+    """params.yaml switched to the smoke profile, as `dvc exp run -S profile=smoke` composes it;
+    a copy the test may change."""
+    return config.with_profile(params, "smoke")
+
+
+# A few dozen problems, enough for a training run of a few steps and an evaluation.
+TINY_EXPR = {"n_train": 96, "n_valid": 16, "n_test": 16, "n_ood": 16}
+
+
+@pytest.fixture(scope="session")
+def _tiny_expr(tmp_path_factory, _loaded_params):
+    params = config.with_profile(copy.deepcopy(_loaded_params), "smoke")
+    params["profiles"]["smoke"]["expr"]["data"].update(TINY_EXPR)
+    params["expr"]["data"]["workers"] = 1  # generated in this process: no worker processes
+    data_dir = tmp_path_factory.mktemp("expr-data")
+    from arithrepro.tasks.registry import TASKS
+
+    TASKS["expr"].generate(params, data_dir)
+    return params, data_dir
+
+
+@pytest.fixture
+def tiny_expr(_tiny_expr):
+    """(params, data dir): the smoke profile with TINY_EXPR problem counts (a copy the test may
+    change), and its expr dataset, written once for the session (read it, do not write)."""
+    params, data_dir = _tiny_expr
+    return copy.deepcopy(params), data_dir

@@ -1,0 +1,47 @@
+"""The package's layers: no module imports, directly or through others, a module that imports
+it back (counting imports inside functions, and a package's own __init__), and the schema
+combinators import nothing of the project."""
+
+from tests.import_graph import cycles, graph, imports_of
+
+
+def test_no_module_imports_itself_back():
+    assert cycles(graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(edges) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_a_package_that_imports_its_modules_is_a_cycle(tmp_path):
+    """The shape the old registries had: a package __init__ importing a module that imports
+    the package's other modules."""
+    modules = {"p": tmp_path / "p.py", "p.m": tmp_path / "m.py"}
+    modules["p"].write_text("from p import m\n")
+    modules["p.m"].write_text("import os\n")
+    edges = {name: imports_of(path, modules) for name, path in modules.items()}
+    edges["p.m"].add("p")
+    assert cycles(edges) == [["p", "p.m"]]
+
+
+def test_the_schema_combinators_are_a_leaf():
+    edges = graph()
+    assert edges["arithrepro.schema"] == {"arithrepro"}
+    assert edges["arithrepro"] == set()
+
+
+def test_the_library_does_not_import_the_stages():
+    edges = graph()
+    library = [m for m in edges if not m.startswith("arithrepro.stages") and m != "arithrepro.cli"]
+    assert [m for m in library if any(e.startswith("arithrepro.stages") for e in edges[m])] == []
+
+
+def test_stages_do_not_import_each_other():
+    edges = graph()
+    stages = [m for m in edges if m.startswith("arithrepro.stages.")]
+    allowed = {"arithrepro.stages", "arithrepro.stages.common"}
+    reach = {m: sorted(e for e in edges[m] if e.startswith("arithrepro.stages") and e not in allowed)
+             for m in stages}
+    assert {m: r for m, r in reach.items() if r} == {}
