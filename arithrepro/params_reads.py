@@ -4,8 +4,8 @@
 With ARITHREPRO_PARAMS_LOG=<file> set, `config.load` returns the params wrapped in `Reads`, and
 the process appends one JSON line to <file> when it exits: its arguments and the dotted keys it
 read. A key counts as read when its value is taken (a leaf), or when a mapping is used whole:
-iterated, unpacked, copied with dict(), serialized (a hash of a block reads all of it), or
-asked whether it holds a key (a default taken instead depends on the whole block).
+iterated, unpacked, copied with dict(), or serialized (a hash of a block reads all of it). Asking
+whether a key is there reads that key (a default may be taken instead).
 Taking a mapping only to look inside it does not count: the keys read below it do. Checks that
 only stop a run (is this model one of <task>.models?) read through `peek`, which is not recorded.
 """
@@ -46,8 +46,8 @@ class Reads(dict):
         return value
 
     def __contains__(self, key) -> bool:
-        # asking whether a key is there depends on the whole block (a default taken instead)
-        self._whole()
+        # whether a key is there is a read of that key (a default may be taken instead)
+        self._log.add(self._key(key))
         return super().__contains__(key)
 
     def get(self, key, default=None):

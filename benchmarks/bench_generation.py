@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 
-from arithrepro.tasks.expr_grammar import generate_plain, generate_unique
+from arithrepro.tasks.expr_grammar import generate_unique
+from benchmarks.plain_expr_generator import generate_plain
 
 # The paper's pool settings (lengths 8..30, answers up to 5 characters, seed 0).
 _PAPER = dict(seed=0, min_in=8, max_in=30, min_out=0, max_out=5)

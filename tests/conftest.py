@@ -54,3 +54,12 @@ def tiny_expr(_tiny_expr):
     change), and its expr dataset, written once for the session (read it, do not write)."""
     params, data_dir = _tiny_expr
     return copy.deepcopy(params), data_dir
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    """A fresh git repository holding this checkout's files, one per test module (the pipeline
+    tests run DVC in it)."""
+    from tests.workspace import make_clone
+
+    return make_clone(tmp_path_factory.mktemp("clone"))

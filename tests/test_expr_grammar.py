@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arithrepro.tasks.expr_grammar import generate_plain, generate_unique, sample, sample_plain
+from arithrepro.tasks.expr_grammar import generate_unique, sample
+from benchmarks.plain_expr_generator import generate_plain, sample_plain
 
 PAPER = dict(min_in=8, max_in=30, min_out=0, max_out=5)
 

@@ -1,21 +1,19 @@
 """The real DVC pipeline, smoke profile, in a temporary clone of this checkout: one full run
 (the `first_run` fixture) checked by the tests that follow it, then re-runs and experiments in
-the same clone."""
+the same clone. (The queued-grid recipe has its own clone: tests/test_queue.py.)"""
 
 import json
 import math
-import os
-import re
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.workspace import sh
+
 TIMING = {"train_seconds", "tokens_per_s", "eval_seconds", "s_per_step"}
 FIGURES = ["accuracy_vs_params", "accuracy_vs_length", "val_loss_vs_params", "length_distribution"]
 MODULAR_FIGURES = ["sanity_curves", "data_curves", "data_metrics", "orders_curves", "size_curves",
@@ -26,34 +24,6 @@ CHARLM_MODELS = ["rnn", "multi-rnn", "gru", "transformer-1", "transformer-8"]
 SMOKE = ["-S", "profile=smoke"]
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-
-
-def sh(args, cwd, check=True, **extra_env):
-    env = {**os.environ, **extra_env, "DVC_NO_ANALYTICS": "1",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@localhost",
-           "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@localhost"}
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
-    if check and proc.returncode:
-        raise AssertionError(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc.stdout + proc.stderr
-
-
-@pytest.fixture(scope="module")
-def clone(tmp_path_factory):
-    """The checkout's files (tracked and untracked-but-not-ignored), committed in a fresh repo."""
-    dest = tmp_path_factory.mktemp("clone")
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        src = ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    sh(["git", "init", "-q"], dest)
-    sh(["git", "add", "-A"], dest)
-    sh(["git", "commit", "-qm", "clone"], dest)
-    return dest
 
 
 def metrics(path: Path) -> dict:
@@ -199,9 +169,8 @@ def test_plots_are_declared_to_dvc(first_run, clone):
 
 # --- running again ----------------------------------------------------------------------------
 # These run `dvc repro` or experiments in the clone the first run left. Each needs the workspace
-# as some experiment left it (outputs up to date with params.yaml); the queue test at the end of
-# the file leaves it otherwise, so it stays last. The experiments build on each other in one
-# order, which their fixtures fix whatever order the tests run in.
+# as some experiment left it (outputs up to date with params.yaml). The experiments build on
+# each other in one order, which their fixtures fix whatever order the tests run in.
 
 def test_nothing_reruns_when_nothing_changed(first_run, clone):
     assert "Running stage" not in sh(["dvc", "repro"], clone)
@@ -292,65 +261,3 @@ def test_bad_params_stop_the_pipeline_with_one_line(clone):
         assert proc.stderr.strip() == "error: params: models.lstm.lr = '0.006': expected a number > 0"
     finally:
         (clone / "params.yaml").write_text(params)
-
-
-def queue_status(cwd) -> dict:
-    """`dvc queue status` as {experiment name: status}, after waiting for the queue to drain."""
-    for _ in range(600):
-        rows = [line.split() for line in sh(["dvc", "queue", "status"], cwd).splitlines()]
-        status = {row[1]: row[-1] for row in rows if len(row) >= 4 and row[0] != "Task"}
-        if not {"Queued", "Running"} & set(status.values()):
-            return status
-        time.sleep(1)
-    raise AssertionError(f"the queue did not drain: {status}")
-
-
-def queue(cwd, *args) -> str:
-    """Queue one experiment; returns its name."""
-    # --no-hydra: the queued cell runs with the workspace's params.yaml as it is
-    out = sh(["dvc", "exp", "run", "--queue", "--no-hydra", *args], cwd)
-    return re.search(r"Queued experiment '([^']+)'", out).group(1)
-
-
-def test_queued_cells_train_in_parallel_and_come_back_from_the_run_cache(clone):
-    """The README's queued-grid recipe: cells queued as experiments, one worker per device,
-    a failed cell re-queued under its name, a finished one re-queued at no cost, and all of them
-    collected in the workspace by `dvc repro` without training."""
-    # Last in the file: it leaves the clone's params.yaml ahead of its outputs (another LSTM
-    # learning rate, only some stages run), which the tests above must not see.
-    cells = [f"train-expr@lstm-{size}-0" for size in ("small", "medium", "large")]
-    # The workspace's params and data first: queued experiments start from the workspace.
-    sh(["dvc", "exp", "run", "-S", "profile=smoke", "-S", "models.lstm.lr=0.004",
-        "generate-expr"], clone)
-    try:
-        queue(clone, "-n", "expr-lstm-small-0", cells[0])
-        queue(clone, "-n", "expr-lstm-medium-0", cells[1])
-        queue(clone, "-n", "expr-lstm-large-0", "-S", "models.lstm.lr=-1", cells[2])  # fails
-        for k in (1, 2):  # worker k is added by `-j k`; it keeps the environment it starts with
-            sh(["env", f"CUDA_VISIBLE_DEVICES={k - 1}", "dvc", "queue", "start", "-j", str(k)], clone)
-        status = queue_status(clone)
-        assert [status[f"expr-lstm-{s}-0"] for s in ("small", "medium", "large")] == \
-            ["Success", "Success", "Failed"], status
-        assert "error: params: models.lstm.lr = -1: expected a number > 0" in \
-            sh(["dvc", "queue", "logs", "expr-lstm-large-0"], clone)
-
-        # A failed cell is re-queued under its own name; a finished one again costs nothing.
-        queue(clone, "-n", "expr-lstm-large-0", cells[2])
-        again = queue(clone, cells[0])
-        sh(["dvc", "queue", "start", "-j", "1"], clone)
-        status = queue_status(clone)
-        assert status["expr-lstm-large-0"] == "Success" and status[again] == "Success", status
-        assert f"Stage '{cells[0]}' is cached - skipping run" in sh(["dvc", "queue", "logs", again], clone)
-        assert "expr-lstm-medium-0" in sh(["dvc", "exp", "show", "--no-pager", "--csv"], clone)
-    finally:
-        sh(["dvc", "queue", "stop"], clone, check=False)
-
-    # Collected: every queued cell's outputs come from the run cache, nothing trains.
-    for cell in cells:
-        shutil.rmtree(clone / "runs" / "expr" / cell.split("@")[1], ignore_errors=True)
-    out = sh(["dvc", "repro", *cells], clone)
-    assert "Running stage" not in out, out
-    assert all(f"Stage '{cell}' is cached - skipping run" in out for cell in cells), out
-    for cell in cells:
-        record = json.loads((clone / "runs" / "expr" / cell.split("@")[1] / "train.json").read_text())
-        assert record["model"] == "lstm" and record["steps"] > 0

@@ -120,8 +120,9 @@ def build_model(name: str, size: dict, **kwargs) -> Any:
 def architecture(params: dict, task: str, model: str, size: str, profile: str | None = None) -> dict:
     """A model's architecture fields: its size, plus the fields a task's profile sets (width)."""
     arch = dict(params["models"][model]["sizes"][size])
-    budget = params["profiles"][profile or params["profile"]][task].get("model", {})
-    arch.update({k: budget[k] for k in MODELS[model].budget_fields})
+    if MODELS[model].budget_fields:
+        budget = params["profiles"][profile or params["profile"]][task]["model"]
+        arch.update({k: budget[k] for k in MODELS[model].budget_fields})
     return arch
 
 

@@ -1,5 +1,5 @@
 """The task interface. A task owns its params blocks, its data and its scoring; the pipeline
-around it (stages/, train.py, evaluate.py) is shared.
+around it (stages/, train.py, decoding.py) is shared.
 
 Every task (`Task`) provides:
     name, model_kind ("lm" | "abacus-lm" | "classifier": the registry models it accepts),

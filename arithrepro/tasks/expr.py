@@ -60,14 +60,6 @@ def decode(ids) -> str:
     return "".join(VOCAB[i] for i in np.asarray(ids).tolist() if i != PAD)
 
 
-def answer_text(ids) -> str | None:
-    """The answer a generated continuation spells: the tokens before <stop>; None without <stop>."""
-    ids = np.asarray(ids).tolist()
-    if STOP not in ids:
-        return None
-    return "".join(VOCAB[i] for i in ids[:ids.index(STOP)])
-
-
 @dataclass
 class Split:
     """One split as tensors: tokens (N, W) int64, eq (N,) index of '=', lengths (N,) problem chars."""

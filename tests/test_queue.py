@@ -1,0 +1,73 @@
+"""The README's queued-grid recipe on the smoke profile, in a clone of its own (tests/workspace.py):
+with `pytest -n 2 --dist loadfile` (make test) it runs beside test_pipeline.py's scenarios."""
+
+import json
+import re
+import shutil
+import time
+
+import pytest
+
+from tests.workspace import sh
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def queue_status(cwd) -> dict:
+    """`dvc queue status` as {experiment name: status}, after waiting for the queue to drain."""
+    for _ in range(600):
+        rows = [line.split() for line in sh(["dvc", "queue", "status"], cwd).splitlines()]
+        status = {row[1]: row[-1] for row in rows if len(row) >= 4 and row[0] != "Task"}
+        if not {"Queued", "Running"} & set(status.values()):
+            return status
+        time.sleep(1)
+    raise AssertionError(f"the queue did not drain: {status}")
+
+
+def queue(cwd, *args) -> str:
+    """Queue one experiment; returns its name."""
+    # --no-hydra: the queued cell runs with the workspace's params.yaml as it is
+    out = sh(["dvc", "exp", "run", "--queue", "--no-hydra", *args], cwd)
+    return re.search(r"Queued experiment '([^']+)'", out).group(1)
+
+
+def test_queued_cells_train_in_parallel_and_come_back_from_the_run_cache(clone):
+    """The README's queued-grid recipe: cells queued as experiments, one worker per device,
+    a failed cell re-queued under its name, a finished one re-queued at no cost, and all of them
+    collected in the workspace by `dvc repro` without training."""
+    cells = [f"train-expr@lstm-{size}-0" for size in ("small", "medium", "large")]
+    # The workspace's params and data first: queued experiments start from the workspace.
+    sh(["dvc", "exp", "run", "-S", "profile=smoke", "-S", "models.lstm.lr=0.004",
+        "generate-expr"], clone)
+    try:
+        queue(clone, "-n", "expr-lstm-small-0", cells[0])
+        queue(clone, "-n", "expr-lstm-medium-0", cells[1])
+        queue(clone, "-n", "expr-lstm-large-0", "-S", "models.lstm.lr=-1", cells[2])  # fails
+        for k in (1, 2):  # worker k is added by `-j k`; it keeps the environment it starts with
+            sh(["env", f"CUDA_VISIBLE_DEVICES={k - 1}", "dvc", "queue", "start", "-j", str(k)], clone)
+        status = queue_status(clone)
+        assert [status[f"expr-lstm-{s}-0"] for s in ("small", "medium", "large")] == \
+            ["Success", "Success", "Failed"], status
+        assert "error: params: models.lstm.lr = -1: expected a number > 0" in \
+            sh(["dvc", "queue", "logs", "expr-lstm-large-0"], clone)
+
+        # A failed cell is re-queued under its own name; a finished one again costs nothing.
+        queue(clone, "-n", "expr-lstm-large-0", cells[2])
+        again = queue(clone, cells[0])
+        sh(["dvc", "queue", "start", "-j", "1"], clone)
+        status = queue_status(clone)
+        assert status["expr-lstm-large-0"] == "Success" and status[again] == "Success", status
+        assert f"Stage '{cells[0]}' is cached - skipping run" in sh(["dvc", "queue", "logs", again], clone)
+        assert "expr-lstm-medium-0" in sh(["dvc", "exp", "show", "--no-pager", "--csv"], clone)
+    finally:
+        sh(["dvc", "queue", "stop"], clone, check=False)
+
+    # Collected: every queued cell's outputs come from the run cache, nothing trains.
+    for cell in cells:
+        shutil.rmtree(clone / "runs" / "expr" / cell.split("@")[1], ignore_errors=True)
+    out = sh(["dvc", "repro", *cells], clone)
+    assert "Running stage" not in out, out
+    assert all(f"Stage '{cell}' is cached - skipping run" in out for cell in cells), out
+    for cell in cells:
+        record = json.loads((clone / "runs" / "expr" / cell.split("@")[1] / "train.json").read_text())
+        assert record["model"] == "lstm" and record["steps"] > 0
