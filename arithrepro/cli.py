@@ -13,6 +13,7 @@ COMMANDS = {
     "generate-datasets": ("generate_datasets", "generate_datasets"),
     "train": ("train", "train"),
     "evaluate": ("evaluate", "evaluate"),
+    "code-deps": ("code_deps", "code_deps"),
     "aggregate-tables": ("aggregate_tables", "aggregate_tables"),
     "render-figures": ("render_figures", "render_figures"),
     "modular-study": ("modular_study", "modular_study"),

@@ -137,6 +137,8 @@ def _producer(parts: tuple[str, ...]) -> str | None:
     """The DVC stage (as dvc.yaml names it) whose outputs include the file at `parts`."""
     cell = Path(parts[-1]).stem if parts else ""
     match parts:
+        case ("code-deps", _):
+            return "code-deps"
         case ("data", "charlm", *_):
             return "charlm-corpus"
         case ("data", task, *_):

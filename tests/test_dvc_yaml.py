@@ -1,25 +1,17 @@
-"""dvc.yaml's code dependencies are exact: each stage depends on the import closure of its
-command's module (arithrepro/cli.py names it), no more and no less.
+"""dvc.yaml's code dependencies are exact: each stage depends on code-deps/<family>.txt, which
+`arithrepro code-deps` writes from the import closure of the stage's command (stages/code_deps.py
+states the two narrowing rules), and on no source file directly."""
 
-Two rules narrow the closure, and dvc.yaml's header states them: a registry's rows count only
-for the stage's own task and the models it builds (so editing tasks/charlm.py does not retrain
-an expr cell, and a change to the abacus model does not retrain the GPT), and the two registry
-tables themselves are left out (so registering a model or a task retrains nothing).
-"""
-
-import shlex
+import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from tests.import_graph import graph, project_modules
+from arithrepro.imports import closure, graph, project_modules
+from arithrepro.stages.code_deps import REGISTRIES, code_deps, code_files, families, listing
 
 ROOT = Path(__file__).resolve().parents[1]
-REGISTRIES = ("arithrepro.models.registry", "arithrepro.tasks.registry")
-BUILDS_NO_MODEL = {"generate-datasets", "charlm-corpus", "aggregate-tables", "render-figures"}
-STUDY_TASKS = {"modular-study": "modular", "modular-attention": "modular",
-               "charlm-corpus": "charlm", "charlm-train": "charlm", "charlm-sample": "charlm",
-               "charlm-compute": "charlm"}
 
 
 def stages():
@@ -28,95 +20,71 @@ def stages():
     return list(Repo(str(ROOT)).index.stages)
 
 
-def command(stage) -> tuple[str, str | None]:
-    """(subcommand, task) of a stage's `arithrepro ...` command."""
-    args = shlex.split(stage.cmd)
-    assert args[0] == "arithrepro", stage.cmd
-    task = args[args.index("--task") + 1] if "--task" in args else STUDY_TASKS.get(args[1])
-    return args[1], task
-
-
-def closure(entry: str, tasks: list[str], models: list[str]) -> set[str]:
-    from arithrepro.models.registry import MODELS
-
-    edges = graph()
-    own = {f"arithrepro.tasks.{t}" for t in tasks} | {"arithrepro.tasks.base"}
-    builders = {MODELS[m].build.__module__ for m in models}
-    seen, todo = set(), [entry]
-    while todo:
-        module = todo.pop()
-        if module in seen:
-            continue
-        seen.add(module)
-        for target in edges[module]:
-            if module == "arithrepro.tasks.registry" and target.startswith("arithrepro.tasks.") \
-                    and target not in own:
-                continue
-            if module == "arithrepro.models.registry" and target.startswith("arithrepro.models.") \
-                    and target not in builders:
-                continue
-            todo.append(target)
-    return seen - set(REGISTRIES)
-
-
-def expected_code(stage) -> set[str]:
-    from arithrepro.cli import COMMANDS
-    from arithrepro.tasks.registry import TASKS, models_of
-
-    sub, task = command(stage)
-    tasks = [task] if task else []
-    models = [] if sub in BUILDS_NO_MODEL else [m for t in tasks for m in models_of(TASKS[t])]
-    files = project_modules()
-    return {str(files[m].relative_to(ROOT)) for m in
-            closure(f"arithrepro.stages.{COMMANDS[sub][0]}", tasks, models)
-            if files[m].name != "__init__.py"}
-
-
-def declared_code(stage) -> set[str]:
-    """The stage's deps that are code: files, or every .py under a listed folder."""
-    out = set()
-    for dep in stage.deps:
-        path = Path(str(dep.def_path))
-        if path.parts[0] not in ("arithrepro", "stages"):
-            continue
-        full = ROOT / path
-        out |= ({str(p.relative_to(ROOT)) for p in full.rglob("*.py")} if full.is_dir()
-                else {str(path)})
-    return out
-
-
-def test_every_stage_depends_on_exactly_the_code_it_runs():
+def test_every_stage_depends_on_its_familys_code_file_and_on_no_source():
+    table = families()
     wrong = {}
     for stage in stages():
-        expected, declared = expected_code(stage), declared_code(stage)
-        if expected != declared:
-            wrong[stage.addressing] = {"missing": sorted(expected - declared),
-                                       "not used": sorted(declared - expected)}
+        deps = [str(d.def_path) for d in stage.deps if type(d).__name__ != "ParamsDependency"]
+        family = stage.addressing.split("@")[0]
+        code = [d for d in deps if d.startswith(("arithrepro", "stages", "code-deps"))]
+        if family == "code-deps":
+            expected = ["arithrepro", "stages"]
+        else:
+            assert family in table, f"{family}: a stage family code-deps does not know"
+            expected = [f"code-deps/{family}.txt"]
+        if sorted(code) != expected:
+            wrong[stage.addressing] = code
     assert wrong == {}
 
 
-def test_package_inits_import_nothing():
-    """They are left out of the closures above, so they must not run code of their own."""
-    edges = graph()
-    assert {m: sorted(e) for m, e in edges.items()
-            if project_modules()[m].name == "__init__.py" and e - {"arithrepro"}} == {}
+def test_code_deps_knows_exactly_the_pipelines_families():
+    assert set(families()) == {s.addressing.split("@")[0] for s in stages()} - {"code-deps"}
+
+
+def test_a_cell_runs_its_tasks_and_models_code_only():
+    train = set(code_files(ROOT, "train", "expr"))
+    assert {"stages/train.py", "stages/common.py", "arithrepro/train.py", "arithrepro/config.py",
+            "arithrepro/device.py", "arithrepro/tasks/base.py", "arithrepro/tasks/expr.py",
+            "arithrepro/models/transformer.py", "arithrepro/models/retran.py",
+            "arithrepro/models/recurrent.py"} <= train
+    assert not {"arithrepro/tasks/charlm.py", "arithrepro/models/abacus.py",
+                "arithrepro/models/registry.py", "arithrepro/tasks/registry.py",
+                "stages/evaluate.py"} & train
+    assert not any("/models/" in f for f in code_files(ROOT, "generate-datasets", "expr"))
+    assert "arithrepro/cost.py" in code_files(ROOT, "charlm-compute", "charlm")
+    assert "arithrepro/cost.py" not in code_files(ROOT, "charlm-train", "charlm")
 
 
 @pytest.mark.parametrize("rule", ["tasks", "models"])
 def test_the_narrowing_rules_matter(rule):
-    """Without the narrowing, an expr cell would depend on charlm's task or abacus's model."""
-    from arithrepro.models.registry import MODELS
-    from arithrepro.tasks.registry import models_of, TASKS
-
-    narrow = closure("arithrepro.stages.train", ["expr"], models_of(TASKS["expr"]))
-    assert "arithrepro.tasks.charlm" not in narrow and "arithrepro.models.abacus" not in narrow
-    wide = (closure("arithrepro.stages.train", list(TASKS), models_of(TASKS["expr"]))
-            if rule == "tasks" else closure("arithrepro.stages.train", ["expr"], list(MODELS)))
-    assert ("arithrepro.tasks.charlm" if rule == "tasks" else "arithrepro.models.abacus") in wide
+    """Followed everywhere, the registries would make an expr cell depend on charlm's task and
+    abacus's model."""
+    everything = closure(graph(ROOT), "arithrepro.stages.train")
+    assert {"arithrepro.tasks.charlm", "arithrepro.models.abacus"} <= everything
+    assert set(REGISTRIES) <= everything
 
 
-def test_a_stage_missing_a_file_is_caught():
-    """The comparison sees a dropped dependency (the train stage without train.py)."""
-    stage = next(s for s in stages() if s.addressing.startswith("train-expr@"))
-    stage.deps = [d for d in stage.deps if str(d.def_path) != "arithrepro/train.py"]
-    assert "arithrepro/train.py" in expected_code(stage) - declared_code(stage)
+def test_package_inits_import_nothing():
+    """code_files leaves them out, so they must not run code of their own."""
+    edges, files = graph(ROOT), project_modules(ROOT)
+    assert {m: sorted(e) for m, e in edges.items()
+            if files[m].name == "__init__.py" and e - {"arithrepro"}} == {}
+
+
+def test_a_listing_changes_with_a_files_content(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    before = listing(tmp_path, ["a.py"])
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert listing(tmp_path, ["a.py"]) != before and before.endswith("  a.py\n")
+
+
+def test_the_command_writes_a_file_per_family(tmp_path, monkeypatch):
+    for folder in ("arithrepro", "stages"):
+        shutil.copytree(ROOT / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(code_deps, [])
+    assert result.exit_code == 0, result.output
+    written = {p.stem: p.read_text() for p in (tmp_path / "code-deps").glob("*.txt")}
+    assert set(written) == set(families())
+    assert written["train-expr"] == listing(tmp_path, code_files(tmp_path, "train", "expr"))

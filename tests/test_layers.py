@@ -2,7 +2,47 @@
 it back (counting imports inside functions, and a package's own __init__), and the schema
 combinators import nothing of the project."""
 
-from tests.import_graph import cycles, graph, imports_of
+from pathlib import Path
+
+from arithrepro.imports import graph as read_graph
+from arithrepro.imports import imports_of
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def graph() -> dict[str, set[str]]:
+    return read_graph(ROOT)
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
 
 
 def test_no_module_imports_itself_back():

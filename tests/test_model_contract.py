@@ -339,7 +339,7 @@ def test_language_models_see_the_past_and_only_the_past(name):
 
 
 @pytest.mark.parametrize("name", ENCODERS)
-def test_encoders_carry_a_change_to_every_position(name):
+def test_encoders_carry_a_change_beyond_its_position(name):
     check_encoder_reach(registered(name), MODELS[name])
 
 

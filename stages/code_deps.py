@@ -1,0 +1,92 @@
+"""code-deps: the code each stage runs, one file per stage family, code-deps/<family>.txt (a
+sha256 and a path per line). Every other stage depends on its family's file instead of a list
+of source files, so dvc.yaml stays a table of contents and dvc.lock stays small, and a stage
+re-runs exactly when code it runs changed.
+
+The code a stage runs is the import closure of its command's module (imports inside functions
+included), with two narrowings: a registry's rows count only for the stage's own task and the
+models it builds (editing tasks/charlm.py does not retrain an expr cell, nor the abacus model the
+GPT), and the two registry tables are left out (registering a model or a task retrains nothing;
+after changing an existing row, force its stages: `dvc repro -f -s <stage>`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import click
+
+from arithrepro.stages.common import done, friendly_errors
+
+OUT = Path("code-deps")
+REGISTRIES = ("arithrepro.models.registry", "arithrepro.tasks.registry")
+# commands that build no model (the registry's model rows do not count for them)
+BUILDS_NO_MODEL = ("generate-datasets", "charlm-corpus", "aggregate-tables", "render-figures")
+
+
+def families() -> dict[str, tuple[str, str | None]]:
+    """{stage family (as dvc.yaml names it): (command, task whose code it runs)}."""
+    from arithrepro.tasks.registry import GRID_TASKS
+
+    out = {}
+    for task in GRID_TASKS:
+        out.update({f"generate-{task}": ("generate-datasets", task), f"train-{task}": ("train", task),
+                    f"evaluate-{task}": ("evaluate", task)})
+    for command in ("modular-study", "modular-attention"):
+        out[command] = (command, "modular")
+    for command in ("charlm-corpus", "charlm-train", "charlm-sample", "charlm-compute"):
+        out[command] = (command, "charlm")
+    out.update({"aggregate-tables": ("aggregate-tables", None),
+                "render-figures": ("render-figures", None)})
+    return out
+
+
+def code_files(root: Path, command: str, task: str | None) -> list[str]:
+    """The source files (relative to root) the command runs for `task`, package __init__s left
+    out (they import nothing: tests/test_dvc_yaml.py)."""
+    from arithrepro.cli import COMMANDS
+    from arithrepro.imports import closure, graph, project_modules
+    from arithrepro.models.registry import MODELS
+    from arithrepro.tasks.registry import TASKS, models_of
+
+    models = [] if command in BUILDS_NO_MODEL or task is None else models_of(TASKS[task])
+    own_tasks = {"arithrepro.tasks.base"} | ({f"arithrepro.tasks.{task}"} if task else set())
+    builders = {MODELS[m].build.__module__ for m in models}
+
+    def follow(module: str, target: str) -> bool:
+        if module == "arithrepro.tasks.registry" and target.startswith("arithrepro.tasks."):
+            return target in own_tasks
+        if module == "arithrepro.models.registry" and target.startswith("arithrepro.models."):
+            return target in builders
+        return True
+
+    root = Path(root)
+    files = project_modules(root)
+    # the tables are followed to their narrowed rows, then left out themselves
+    reached = closure(graph(root), f"arithrepro.stages.{COMMANDS[command][0]}", follow) - set(REGISTRIES)
+    return sorted(str(files[m].relative_to(root)) for m in reached if files[m].name != "__init__.py")
+
+
+def listing(root: Path, paths: list[str]) -> str:
+    """`<sha256>  <path>` per file: changes when a file's content or the set of files does."""
+    return "".join(f"{hashlib.sha256((Path(root) / p).read_bytes()).hexdigest()}  {p}\n"
+                   for p in paths)
+
+
+@click.command("code-deps")
+@friendly_errors
+def code_deps() -> None:
+    """Write code-deps/<family>.txt, the code each stage family runs (what DVC compares).
+
+    Reads the sources under arithrepro/ and stages/ (not params). Writes code-deps/.
+    """
+    import shutil
+
+    from arithrepro.io import write_text
+
+    shutil.rmtree(OUT, ignore_errors=True)  # a family dropped from the pipeline leaves nothing
+    table = families()
+    for family, (command, task) in table.items():
+        write_text(OUT / f"{family}.txt", listing(Path("."), code_files(Path("."), command, task)))
+    done(f"code-deps: {len(table)} stage families -> {OUT}/")
