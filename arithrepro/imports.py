@@ -23,7 +23,8 @@ def project_modules(root: Path) -> dict[str, Path]:
     arithrepro.stages)."""
     root = Path(root)
     found = {}
-    for base, package in ((root / "arithrepro", "arithrepro"), (root / "stages", "arithrepro.stages")):
+    for base, package in ((root / "arithrepro", "arithrepro"),
+                          (root / "stages", "arithrepro.stages")):
         for path in base.rglob("*.py"):
             parts = list(path.relative_to(base).with_suffix("").parts)
             if parts[-1] == "__init__":

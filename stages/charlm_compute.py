@@ -14,7 +14,7 @@ def charlm_compute(params_path: str) -> None:
     """The compute table: FLOPs and sequential matmuls to generate and to train on T tokens,
     by the spec's formulas and as counted, beside measured seconds per token.
 
-    Reads params: profile, charlm.{models,runs,compute} (merged with the profile's; T = each
+    Reads params: profile, device, charlm.{models,runs,compute} (merged with the profile's; T = each
     seq_length of the runs) and data/charlm/meta.json (the vocabulary size). Models are built
     untrained: the cost does not depend on the weights. Writes metrics/charlm/compute.csv and
     metrics/charlm/compute.md.

@@ -27,8 +27,9 @@ MEMO = (("task", "model", "seed", "best_val_loss"),
 def charlm_train(params_path: str) -> None:
     """Train every charlm run of the profile (models x seq_lengths).
 
-    Reads params: profile, charlm.{models,runs,seeds,train,corpus.{val_frac,seed}} (merged with
-    profiles.<profile>.charlm), data/charlm/. Writes per run `<model>-s<seq_length>-<seed>`:
+    Reads params: profile, device, precision, compile, charlm.{models,runs,seeds,train,corpus}
+    (merged with profiles.<profile>.charlm), data/charlm/.
+    Writes per run `<model>-s<seq_length>-<seed>`:
     metrics/charlm/runs/<run>.json (final and best validation loss, bits per character,
     parameters, train_seconds, tokens/s), plots/charlm/curves/<run>.csv (training loss per
     step), plots/charlm/val/<run>.csv (validation loss every eval_every steps) and

@@ -31,8 +31,8 @@ def families() -> dict[str, tuple[str, str | None]]:
 
     out = {}
     for task in GRID_TASKS:
-        out.update({f"generate-{task}": ("generate-datasets", task), f"train-{task}": ("train", task),
-                    f"evaluate-{task}": ("evaluate", task)})
+        out.update({f"generate-{task}": ("generate-datasets", task),
+                    f"train-{task}": ("train", task), f"evaluate-{task}": ("evaluate", task)})
     for command in ("modular-study", "modular-attention"):
         out[command] = (command, "modular")
     for command in ("charlm-corpus", "charlm-train", "charlm-sample", "charlm-compute"):
@@ -64,8 +64,10 @@ def code_files(root: Path, command: str, task: str | None) -> list[str]:
     root = Path(root)
     files = project_modules(root)
     # the tables are followed to their narrowed rows, then left out themselves
-    reached = closure(graph(root), f"arithrepro.stages.{COMMANDS[command][0]}", follow) - set(REGISTRIES)
-    return sorted(str(files[m].relative_to(root)) for m in reached if files[m].name != "__init__.py")
+    entry = f"arithrepro.stages.{COMMANDS[command][0]}"
+    reached = closure(graph(root), entry, follow) - set(REGISTRIES)
+    return sorted(str(files[m].relative_to(root)) for m in reached
+                  if files[m].name != "__init__.py")
 
 
 def listing(root: Path, paths: list[str]) -> str:

@@ -13,7 +13,6 @@ import click
 
 from arithrepro.device import resolve_device, resolve_precision
 from arithrepro.stages.common import TaskName, friendly_errors, params_option
-from arithrepro.tasks.registry import TASKS
 
 # The charlm timing corpus: random characters, as the real corpus (TinyStories) may be out of
 # reach; the vocabulary only sizes the embedding and the output layer.
@@ -56,6 +55,7 @@ def estimate(params_path: str, profiles: tuple, tasks: tuple, steps: int, warmup
     from arithrepro import config
     from arithrepro.estimate import Projection, Timing, hours, time_steps, validations
     from arithrepro.io import write_json
+    from arithrepro.tasks.registry import TASKS
 
     params = config.load(params_path)
     for p in profiles:
@@ -122,6 +122,8 @@ def _precision_note(precisions: dict) -> str:
 
 def _jobs(params: dict, tasks, device: str, precisions: dict):
     """Every run shape of the params' profile, task by task."""
+    from arithrepro.tasks.registry import TASKS
+
     for task in tasks:
         if TASKS[task].grid:
             yield from _grid_jobs(params, task, device, precisions[task])
@@ -134,6 +136,7 @@ def _jobs(params: dict, tasks, device: str, precisions: dict):
 def _grid_jobs(params: dict, task: str, device: str, precision: str):
     from arithrepro.estimate import forward_seconds
     from arithrepro.models.registry import build_model
+    from arithrepro.tasks.registry import TASKS
 
     t, seed = TASKS[task], params[task]["seeds"][0]
     batch = params["profiles"][params["profile"]][task]["train"]["batch_size"]

@@ -17,7 +17,7 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     decodes the digits x digits grid at each inference recurrence count; looped classifies
     every position at each evaluation length.
 
-    Reads params: profile, profiles.<profile>.<task>.{eval,data}, the task's data keys;
+    Reads params: profile, device, profiles.<profile>.<task>.{eval,data}, the task's data keys;
     runs/<task>/<cell>/{model.pt,train.json}; data/<task>/.
     Writes metrics/<task>/runs/<cell>.json (the run's record: params, accuracies,
     best_val_loss, train_seconds, ...) and plots/<task>/eval/<cell>.csv.

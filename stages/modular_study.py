@@ -32,7 +32,8 @@ MEMO = (("task", "model", "seed", "val_acc", "val_loss"),
 def modular_study(params_path: str, study: str) -> None:
     """Train and score every cell of a modular study.
 
-    Reads params: profile, modular.{models,seeds,base,studies.<study>} and
+    Reads params: profile, device, precision, compile,
+    modular.{models,seeds,base,studies.<study>} and
     profiles.<profile>.modular (merged over them). Writes, per cell
     `<model>-<study>[.<swept values>]-<seed>`: metrics/modular/runs/<study>/<cell>.json (the run's
     metrics), plots/modular/curves/<study>/<cell>.csv (loss, accuracy, per-order accuracy and

@@ -18,8 +18,9 @@ from arithrepro.stages.common import (cell_options, data_params, done, friendly_
 def train(params_path: str, task: str, model: str, size: str, seed: int) -> None:
     """Train one model of the grid; resume from its checkpoint if a run was cut short.
 
-    Reads params: profile, <task>.train, profiles.<profile>.<task>.{train,model},
-    models.<model>.{lr,dropout}, models.<model>.sizes.<size>, and the task's data keys;
+    Reads params: profile, device, precision, compile, <task>.train,
+    profiles.<profile>.<task>.{train,model}, models.<model>.{lr,dropout,micro_batches},
+    models.<model>.sizes.<size>, and the task's data keys (dvc.yaml lists them exactly);
     and data/<task>/ (expr: {train,valid}.parquet; abacus, looped: valid.parquet; meta.json).
     Writes runs/<task>/<model>-<size>-<seed>/{model.pt,train.json},
     plots/<task>/curves/<cell>.csv (loss and lr per step) and

@@ -115,7 +115,8 @@ class GridTask(Task):
     def cell(self, params: dict, model: str, size: str, seed: int, precision: str):
         """A cell's architecture {model, size, dropout, dims} and its training loop's config:
         <task>.train with the profile's overrides, and the model's lr, dropout and size. The one
-        place a grid cell's TrainConfig is made: the train stage and `arithrepro estimate` use it."""
+        place a grid cell's TrainConfig is made: the train stage and `arithrepro estimate`
+        use it."""
         prof = params["profiles"][params["profile"]][self.name]["train"]
         loop = loop_config(params, self.name)
         m = params["models"][model]
