@@ -1,9 +1,9 @@
 """The cost of generating and of training on T tokens: the formulas, the matmul FLOPs
-torch counts, and measured time (EXPERIMENTS.md §5, the charlm compute table).
+torch counts, and measured time (the charlm compute table, docs/charlm.md).
 
 Formulas (L layers of width D; per sequence of T tokens):
 - recurrent: 4·g·T·L·D² to generate and 8·g·T·L·D² to train, T·L sequential matmuls, where g
-  counts the matrices a cell multiplies its state by (Elman 1; GRU 3, one per gate: the spec's
+  counts the matrices a cell multiplies its state by (Elman 1; GRU 3, one per gate: the source's
   RNN formula states g = 1);
 - transformer: 24·L·T·D² + 4·L·T²·D per forward pass; generating T tokens with a key/value
   cache does the same projections one token at a time (6·L sequential matmuls per token),
@@ -26,8 +26,8 @@ from arithrepro.estimate import time_call
 def formulas(spec, size: dict, T: int) -> dict:
     """FLOPs and sequential matmuls to generate and to train on T tokens by the formula the
     model's registry entry declares (`spec.cost`, `spec.gates`), and whose formula it is: the
-    spec's (the RNN's, g = 1, and the transformer's), or this project's extension of the RNN
-    formula to g > 1 (the GRU's g = 3)."""
+    source's ("source": the RNN's, g = 1, and the transformer's), or this project's extension of
+    the RNN formula to g > 1 (the GRU's g = 3)."""
     L, D = size["layers"], size["d_model"]
     if spec.cost not in ("recurrent", "attention"):
         raise ValueError(f"no cost formula for a model declaring cost {spec.cost!r}")
@@ -35,10 +35,10 @@ def formulas(spec, size: dict, T: int) -> dict:
         g = spec.gates
         return {"formula_gen_flops": 4 * g * T * L * D * D, "formula_train_flops": 8 * g * T * L * D * D,
                 "seq_matmuls_gen": T * L, "seq_matmuls_train": T * L,
-                "formula": "spec" if g == 1 else f"ours (spec's RNN, g = {g})"}
+                "formula": "source" if g == 1 else f"ours (source's RNN, g = {g})"}
     forward = 24 * L * T * D * D + 4 * L * T * T * D
     return {"formula_gen_flops": forward, "formula_train_flops": 3 * forward,
-            "seq_matmuls_gen": 6 * L * T, "seq_matmuls_train": 6 * L, "formula": "spec"}
+            "seq_matmuls_gen": 6 * L * T, "seq_matmuls_train": 6 * L, "formula": "source"}
 
 
 def _flop_counter():

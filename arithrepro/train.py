@@ -1,8 +1,8 @@
 """The one training loop: optimizer (LAMB, Adam, AdamW), per-step warm-up then linear decay or a
-constant rate, validation, best-state restore, per-step curves, the progressive loss of looped
-models, and checkpoints that let a killed run finish bit-identical (on CPU) to an uninterrupted
-one; on any device, in fp32 or under bf16/fp16 autocast, optionally through torch.compile, and
-data-parallel under torchrun.
+constant rate, validation, best-state restore, per-step curves (also sent to a live series as
+they come: arithrepro/live.py), the progressive loss of looped models, and checkpoints that let
+a killed run finish bit-identical (on CPU) to an uninterrupted one; on any device, in fp32 or
+under bf16/fp16 autocast, optionally through torch.compile, and data-parallel under torchrun.
 
 Batches come from a source that is a pure function of the step: a fixed split visited in a
 seeded order per epoch (EpochBatches), or fresh samples drawn from a generator seeded by the step
@@ -186,7 +186,7 @@ def micro_batches(x, y, mask, pieces: int, trim_front: bool = False):
 
 
 def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: str, *,
-        halt_after: int | None = None, progress: bool = True) -> dict | None:
+        halt_after: int | None = None, progress: bool = True, series=None) -> dict | None:
     """Train `model` in place on `batches` (EpochBatches or StreamBatches) and restore its
     best-validation state (cfg.restore_best). `valid` is the fixed validation set as
     (make_batch, n), or a function model -> {"val_loss": ..., any other numbers} that evaluates
@@ -196,6 +196,9 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     rank draws the same global batch and trains on its contiguous share of the rows, the loss
     normalized by the global batch's count, so the averaged gradients are the single-process
     ones; every rank validates, only rank 0 writes the checkpoint.
+
+    `series` (optional, e.g. arithrepro.live.Series) is told every training row as the losses
+    reach the host, every validation, and the rows a resumed run starts with (rank 0 only).
 
     Resumes from `checkpoint` when it holds an unfinished run with the same fingerprint. Returns
     {best_val_loss, best_step, steps, train_seconds, tokens_per_s, train_curve, val_curve};
@@ -228,6 +231,10 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     s = {"step": 0, "best_val_loss": math.inf, "best_step": -1, "best_state": None,
          "train_curve": [], "val_curve": [], "seconds": 0.0, "tokens": 0}
     resumed = _resume(checkpoint, fingerprint, model, opt, sched, scaler, s, rank)
+    if rank:
+        series = None  # only rank 0 writes
+    if series is not None:
+        series.start(s["train_curve"], s["val_curve"])
 
     pending: list[tuple[dict, torch.Tensor]] = []  # steps whose loss is still on the device
 
@@ -246,6 +253,8 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
                                     f"{row['epoch']}); lower the learning rate or check the data")
             row["loss"] = value
             s["train_curve"].append(row)
+        if series is not None:
+            series.train([row for row, _ in pending])
         pending.clear()
         if bar is not None:
             bar.set_postfix(loss=f"{values[-1]:.4f}", best_val=f"{s['best_val_loss']:.4f}")
@@ -271,6 +280,8 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
             result = {"val_loss": validation_loss(model, *valid, cfg.eval_batch_size)}
         loss = result["val_loss"]
         s["val_curve"].append({"step": s["step"], "epoch": epoch, **result})
+        if series is not None:
+            series.val(s["val_curve"][-1])
         if loss < s["best_val_loss"]:
             s.update(best_val_loss=loss, best_step=s["step"])
             if cfg.restore_best:
@@ -331,12 +342,16 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
             save(finished=False)
         if halt_after is not None and s["step"] >= halt_after:
             sync()
+            if series is not None:
+                series.end()
             if bar is not None:
                 bar.close()
             return None
     sync()
     if bar is not None:
         bar.close()
+    if series is not None:
+        series.end()
     save(finished=True)
     if cfg.restore_best:
         model.load_state_dict(s["best_state"])

@@ -1,4 +1,4 @@
-"""The modular studies' training step at the spec's defaults (d 128, 2 layers, batch 512 of the
+"""The modular studies' training step at the source's defaults (d 128, 2 layers, batch 512 of the
 480 training samples at r_train 0.5) against the source's reported 0.25 s (LSTM) and 0.40 s
 (GPT) per step on a 2-vCPU notebook, with model FLOPs (counted by torch's FlopCounterMode) as a
 fraction of this machine's matmul peak, and references measured in the same run: the same step
@@ -63,7 +63,7 @@ def bench_modular(params: dict, repeats: int, peak: float, best_of) -> dict:
     size = {k: base[k] for k in ("d_model", "layers", "heads")}
     k = data.outputs_from
     per = 10  # steps per timing, so that one timing is not one noisy step
-    print(f"\n== modular train step, spec defaults: d {size['d_model']}, {size['layers']} layers, "
+    print(f"\n== modular train step, source defaults: d {size['d_model']}, {size['layers']} layers, "
           f"batch {n} x {x.size(1)} tokens, AdamW; peak {peak / 1e9:.1f} GFLOP/s")
     print(f"{'model':<10}{'variant':<26}{'s/step':>8}{'GFLOP':>7}{'GFLOP/s':>9}{'of peak':>9}"
           f"{'source':>8}{'speed-up':>10}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The checks a CUDA machine runs (README, "On a GPU"): the tests that touch the device, the
+# The checks a CUDA machine runs (docs/benchmarks.md, "On a GPU"): the tests that touch the device, the
 # projected training times, and the training step eager against torch.compile and CUDA graphs.
 #   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of tests,estimate,compile
 # Logs and JSON land in OUT_DIR (default gpu-out).

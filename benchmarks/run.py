@@ -11,7 +11,7 @@
 - decode: cached greedy decoding against recomputing the whole prefix for every token (goal >= 5x).
 - gen:    problem generation, pooled fast generator against the plain single-process one.
 - abacus: vectorized Abacus positions against a per-sample Python loop, batch 256 (goal >= 50x).
-- modular: the modular studies' LSTM and GPT train step at the spec's defaults against the
+- modular: the modular studies' LSTM and GPT train step at the source's defaults against the
           source's reported s/step (goal >= 5x), with FLOP/s of peak (bench_modular.py).
 - dropout: arithrepro's dropout (mask from torch.rand) against nn.Dropout (bernoulli_), and
           attention with dropout outside SDPA against SDPA with dropout_p, forward + backward.

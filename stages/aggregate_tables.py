@@ -14,7 +14,9 @@ def aggregate_tables(params_path: str) -> None:
     """Collect the run records of every task into one summary.
 
     Reads metrics/<task>/runs/*.json for each task in the registry (params.yaml is only
-    validated). Writes metrics/summary.json ({task: {"<model>-<size>-<seed>": {metric: value}}}),
+    validated). Writes metrics/headline.json (each task's headline metrics, mean and std over
+    seeds per model and size: what `dvc metrics show` and `dvc exp show` display),
+    metrics/summary.json ({task: {"<model>-<size>-<seed>": {metric: value}}}),
     metrics/summary.csv (one row per run) and metrics/<task>.md (mean ± std over seeds).
     """
     from arithrepro import config
@@ -22,4 +24,5 @@ def aggregate_tables(params_path: str) -> None:
     from arithrepro.tasks.registry import TASKS
 
     config.load(params_path)
-    done(f"aggregate-tables: {write_all(paths.metrics, list(TASKS))}")
+    headline = {name: (t.headline, t.headline_sizes) for name, t in TASKS.items()}
+    done(f"aggregate-tables: {write_all(paths.metrics, list(TASKS), headline)}")

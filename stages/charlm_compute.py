@@ -12,7 +12,7 @@ from arithrepro.stages.common import done, friendly_errors, params_option, paths
 @friendly_errors
 def charlm_compute(params_path: str) -> None:
     """The compute table: FLOPs and sequential matmuls to generate and to train on T tokens,
-    by the spec's formulas and as counted, beside measured seconds per token.
+    by the source's formulas and as counted, beside measured seconds per token.
 
     Reads params: profile, device, charlm.{models,runs,compute} (merged with the profile's; T = each
     seq_length of the runs) and data/charlm/meta.json (the vocabulary size). Models are built

@@ -24,12 +24,10 @@ class paths:
         return Path("runs") / task / cell
 
     @staticmethod
-    def curves(task: str, cell: str) -> Path:
-        return Path("plots") / task / "curves" / f"{cell}.csv"
-
-    @staticmethod
-    def val_curves(task: str, cell: str) -> Path:
-        return Path("plots") / task / "val" / f"{cell}.csv"
+    def live(task: str, cell: str) -> Path:
+        """A grid cell's training series (dvclive's folder: metrics.json, params.yaml,
+        plots/metrics/{train,val}/*.tsv)."""
+        return Path("runs") / task / cell / "live"
 
     @staticmethod
     def evaluation(task: str, cell: str | None = None) -> Path:
@@ -155,8 +153,6 @@ def _producer(parts: tuple[str, ...]) -> str | None:
         case ("metrics", "charlm", "compute.csv" | "compute.md"):
             return "charlm-compute"
         case ("runs", task, cell, _):
-            return f"train-{task}@{cell}"
-        case ("plots", task, "curves" | "val", _):
             return f"train-{task}@{cell}"
         case ("plots", task, "eval", _) | ("metrics", task, "runs", _):
             return f"evaluate-{task}@{cell}"

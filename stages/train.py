@@ -22,17 +22,17 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     profiles.<profile>.<task>.{train,model}, models.<model>.{lr,dropout,micro_batches},
     models.<model>.sizes.<size>, and the task's data keys (dvc.yaml lists them exactly);
     and data/<task>/ (expr: {train,valid}.parquet; abacus, looped: valid.parquet; meta.json).
-    Writes runs/<task>/<model>-<size>-<seed>/{model.pt,train.json},
-    plots/<task>/curves/<cell>.csv (loss and lr per step) and
-    plots/<task>/val/<cell>.csv (validation loss). checkpoint.pt, in the same folder, lives only
-    while the run does: it is not a DVC output, so the stage's outputs go to DVC's run cache
-    (a queued cell trained in another workspace is restored, not retrained).
+    Writes runs/<task>/<model>-<size>-<seed>/{model.pt,train.json} and, while the run goes on,
+    its live/ folder (dvclive: train/loss and train/lr per step, val/* at every validation, the
+    cell's params; arithrepro/live.py). checkpoint.pt, in the same folder, lives only while the
+    run does: it is not a DVC output, so the stage's outputs go to DVC's run cache (a queued
+    cell trained in another workspace is restored, not retrained).
     """
-    import pandas as pd
     import torch
 
     from arithrepro import config
-    from arithrepro.io import save_torch, write_frame, write_json
+    from arithrepro.io import save_torch, write_json
+    from arithrepro.live import Series
     from arithrepro.models.registry import build_model
     from arithrepro.models.lm import count_params
     from arithrepro.provenance import provenance
@@ -52,9 +52,10 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     net = build_model(model, arch["size"], dropout=arch["dropout"], **arch["dims"]).to(device)
     run_dir = paths.run(task, c.name)
     fingerprint = _fingerprint(arch, cfg, batches.steps, data_dir)
-    origin = provenance(_cell_params(params, task, arch, cfg), device=device, precision=precision,
-                        compiled=params["compile"])
-    result = fit(net, batches, valid, cfg, run_dir / "checkpoint.pt", fingerprint)
+    cell_params = _cell_params(params, task, arch, cfg)
+    origin = provenance(cell_params, device=device, precision=precision, compiled=params["compile"])
+    result = fit(net, batches, valid, cfg, run_dir / "checkpoint.pt", fingerprint,
+                 series=Series(paths.live(task, c.name), cell_params))
     if world > 1:
         torch.distributed.destroy_process_group()
     if rank:  # only rank 0 writes
@@ -65,8 +66,6 @@ def train(params_path: str, task: str, model: str, size: str, seed: int) -> None
     write_json(run_dir / "train.json", {"task": task, "model": model, "size": size, "seed": seed,
                                         "params": count_params(net), **summary,
                                         "provenance": {"train": origin}})
-    write_frame(paths.curves(task, c.name), pd.DataFrame(result["train_curve"]))
-    write_frame(paths.val_curves(task, c.name), pd.DataFrame(result["val_curve"]))
     (run_dir / "checkpoint.pt").unlink(missing_ok=True)  # finished: nothing left to resume
     where = (f"{world} processes ({device.split(':')[0]})" if world > 1 else device) + f", {precision}"
     if device == "cpu":  # torch sizes its pool to the cores this process may use (taskset)

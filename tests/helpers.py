@@ -17,7 +17,7 @@ from arithrepro.tasks.expr import TASK, Split, encode
 from arithrepro.train import EpochBatches, fit
 
 # The expr grid's language models and the source's sizes for them, as the fields
-# (d_model, d_ff, d_sa, layers, heads) or (d_model, d_ff, layers) in the spec's order.
+# (d_model, d_ff, d_sa, layers, heads) or (d_model, d_ff, layers) in the source's order.
 LM_NAMES = ["gpt", "lstm", "retran"]
 SIZES = {
     "gpt": {"small": (32, 128, 32, 3, 8), "medium": (64, 256, 64, 4, 8), "large": (128, 512, 128, 6, 8)},
@@ -35,7 +35,7 @@ VOCAB_SIZE, PAD = 19, 3  # the expr vocabulary and its <pad>
 # The dims each model's task hands it, as the model tests build it: the expr vocabulary; the
 # abacus vocabulary (digits 0-9 first, padded with the end token "$" as the source does) with
 # the source's digit runs; the looped task's digit pairs at the notebook's 100 positions; the
-# modular vocabulary (<pad> last); the charlm vocabulary at which the spec quotes its counts, at
+# modular vocabulary (<pad> last); the charlm vocabulary at which the source quotes its counts, at
 # block size 100 (no padding).
 DIMS = {
     **dict.fromkeys(LM_NAMES, {"vocab_size": VOCAB_SIZE, "max_len": 48, "pad_id": PAD}),
@@ -86,14 +86,14 @@ def sources(cfg, batch_size, epochs):
 
 
 def run(tmp_path, name, cfg, halt_after=None, model=None, batch_size=16, epochs=2, fp="fp",
-        dropout=0.1):
+        dropout=0.1, series=None):
     """Train `model` (default: `name` at its small size) on the tiny splits, checkpointing to
     tmp_path/checkpoint.pt. Returns (model, fit's result)."""
     batches, valid = sources(cfg, batch_size, epochs)
     torch.manual_seed(cfg.seed)
     model = model or build(name, "small", dropout=dropout)
     result = fit(model, batches, valid, cfg, tmp_path / "checkpoint.pt", fp,
-                 halt_after=halt_after, progress=False)
+                 halt_after=halt_after, progress=False, series=series)
     return model, result
 
 

@@ -291,7 +291,6 @@ def test_aggregate_stops_on_a_truncated_evaluation_record(tmp_path, monkeypatch)
 @pytest.mark.parametrize("path, stage", [
     ("runs/expr/gpt-small-0/model.pt", "train-expr@gpt-small-0"),
     ("runs/looped/looped-notebook-1/train.json", "train-looped@looped-notebook-1"),
-    ("plots/abacus/curves/abacus-l2r2-0.csv", "train-abacus@abacus-l2r2-0"),
     ("data/expr/test.parquet", "generate-expr"),
     ("data/charlm/corpus.txt", "charlm-corpus"),
     ("metrics/expr/runs/gpt-small-0.json", "evaluate-expr@gpt-small-0"),

@@ -1,4 +1,4 @@
-"""The charlm models: parameter counts at the spec's sizes, the hand-written cells against
+"""The charlm models: parameter counts at the source's sizes, the hand-written cells against
 PyTorch's, weight tying, the block size, and sampling with the cache. (Shapes, causality,
 gradients, decoding and the trace's attention of every model: test_model_contract.)"""
 
@@ -9,8 +9,8 @@ from arithrepro.decoding import sample
 from arithrepro.models.lm import count_params
 from tests.helpers import DIMS, build
 
-V = DIMS["nanogpt"]["vocab_size"]  # the vocabulary at which the spec quotes its transformer counts
-# The spec's sizes, one layer: nanoGPT's n_embd 128 with 4 heads; the recurrent nets' embedding
+V = DIMS["nanogpt"]["vocab_size"]  # the vocabulary at which the source quotes its transformer counts
+# The source's sizes, one layer: nanoGPT's n_embd 128 with 4 heads; the recurrent nets' embedding
 # 64 and hidden 256.
 SPEC = {"nanogpt": {"d_model": 128, "heads": 4, "layers": 1},
         "rnn": {"d_embed": 64, "d_model": 256, "layers": 1},
@@ -18,7 +18,7 @@ SPEC = {"nanogpt": {"d_model": 128, "heads": 4, "layers": 1},
 
 
 def charlm(name, **fields):
-    """`name` at the spec's size with `fields` replaced; vocab_size and max_len, when given,
+    """`name` at the source's size with `fields` replaced; vocab_size and max_len, when given,
     replace the dims of DIMS."""
     dims = {k: fields.pop(k) for k in ("vocab_size", "max_len") if k in fields}
     return build(name, {**SPEC[name], **fields}, **dims)

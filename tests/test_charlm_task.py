@@ -143,17 +143,17 @@ def test_chunks_and_split(n, seq, frac, seed):
     assert torch.equal(x[:, 1:], y[:, :-1]) and torch.equal(y - x, torch.ones_like(x)) and mask.all()
 
 
-def test_formulas_at_the_specs_sizes():
+def test_formulas_at_the_sources_sizes():
     f = formulas(MODELS["rnn"], {"layers": 1, "d_model": 256}, 100)
     assert f == {"formula_gen_flops": 4 * 100 * 256**2, "formula_train_flops": 8 * 100 * 256**2,
-                 "seq_matmuls_gen": 100, "seq_matmuls_train": 100, "formula": "spec"}
+                 "seq_matmuls_gen": 100, "seq_matmuls_train": 100, "formula": "source"}
     gru = formulas(MODELS["gru"], {"layers": 2, "d_model": 256}, 20)
     assert gru["formula_gen_flops"] == 3 * 4 * 20 * 2 * 256**2
-    assert gru["formula"].startswith("ours")   # the spec states g = 1 only
+    assert gru["formula"].startswith("ours")   # the source states g = 1 only
     t = formulas(MODELS["nanogpt"], {"layers": 8, "d_model": 128}, 100)
     forward = 24 * 8 * 100 * 128**2 + 4 * 8 * 100**2 * 128
     assert t == {"formula_gen_flops": forward, "formula_train_flops": 3 * forward,
-                 "seq_matmuls_gen": 6 * 8 * 100, "seq_matmuls_train": 48, "formula": "spec"}
+                 "seq_matmuls_gen": 6 * 8 * 100, "seq_matmuls_train": 48, "formula": "source"}
 
 
 def test_counted_flops_include_the_head_and_attention():

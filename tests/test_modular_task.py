@@ -1,5 +1,5 @@
 """The modular task: every sample and its sequence, the split, the right-hand-side mask, the
-spec's loss and accuracy, the per-run metrics, the studies' cells and their params errors."""
+the source's loss and accuracy, the per-run metrics, the studies' cells and their params errors."""
 
 import copy
 import itertools

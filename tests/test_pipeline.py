@@ -58,6 +58,9 @@ def first_run(clone, tmp_path_factory) -> FirstRun:
     out = sh(["dvc", "exp", "run", *SMOKE], clone, ARITHREPRO_PARAMS_LOG=str(reads))
     for folder in ("metrics", "plots"):
         shutil.copytree(clone / folder, saved / folder)
+    # the whole workspace as the run left it, DVC cache and experiment refs included: the
+    # "GPU machine" of the remote tests, whatever the later tests do to the clone
+    shutil.copytree(clone, saved / "gpu", symlinks=True)
     return FirstRun(out, saved, reads)
 
 
@@ -167,8 +170,126 @@ def test_every_figure_is_a_png(first_run):
         assert (first_run.saved / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
 
 
-def test_plots_are_declared_to_dvc(first_run, clone):
-    assert "plots/expr/curves" in sh(["dvc", "plots", "show", "--json"], clone)
+def test_every_plot_renders(first_run):
+    """`dvc plots show` draws every declared plot from data: each folder of plot data under
+    plots/ is declared (top level) or is a stage's plots output, and no plot fails to load or
+    comes out empty. The dvclive series are among them."""
+    gpu = first_run.saved / "gpu"
+    shown = json.loads(_plots_json(gpu))
+    assert shown.get("errors") in (None, []), shown.get("errors")
+    problems = {}
+    for name, renders in shown["data"].items():
+        for r in renders:
+            if r["type"] == "vega" and not r["content"]["data"]["values"]:
+                problems[name] = "no data"
+            if r["type"] == "image" and not Path(r["url"]).read_bytes().startswith(b"\x89PNG"):
+                problems[name] = "not a PNG"
+    assert problems == {}
+    drawn = {Path(name).parent.as_posix() for name in shown["data"]} | set(shown["data"])
+    data_dirs = {p.relative_to(gpu).as_posix() for p in (gpu / "plots").rglob("*")
+                 if p.is_dir() and any(f.suffix in (".csv", ".tsv", ".json", ".png")
+                                       for f in p.iterdir() if f.is_file())}
+    assert data_dirs - drawn == set()
+    assert "runs/expr/gpt-small-0/live/plots/metrics/train/loss.tsv" in shown["data"]
+    assert "runs/abacus/abacus-l2r2-0/live/plots/metrics/val/loss.tsv" in shown["data"]
+    heatmap = shown["data"]["plots/abacus/eval/abacus-l2r2-0.csv"][0]["content"]
+    assert heatmap["spec"]["layer"][0]["mark"] == "rect"
+
+
+def _plots_json(repo: Path) -> str:
+    out = sh(["dvc", "plots", "show", "--json", "-o", str(repo.parent / "plots-json")], repo)
+    return out[out.index("{"):]
+
+
+def test_the_headline_is_the_default_metrics(first_run):
+    """`dvc metrics show` (and `dvc exp show`) display metrics/headline.json: each task's few
+    numbers per model and size; summary.json keeps every record's metrics beside it."""
+    gpu = first_run.saved / "gpu"
+    shown = sh(["dvc", "metrics", "show", "--json"], gpu)
+    files = next(iter(json.loads(shown[shown.index("{"):]).values()))["data"]  # the workspace
+    assert set(files) == {"metrics/headline.json"}
+    headline = files["metrics/headline.json"]["data"]
+    assert set(headline) == {"expr", "abacus", "looped", "modular", "charlm"}
+    assert set(headline["expr"]) == {f"{m}-{s}" for m in ("gpt", "lstm", "retran")
+                                     for s in ("small", "medium", "large")}
+    assert set(headline["expr"]["gpt-small"]) == {"test_acc", "ood_acc"}  # one seed: no std
+    assert set(headline["modular"]) == {"gpt-sin-sanity", "lstm-std-sanity"}
+    assert headline["charlm"]["gru-s16"]["final_bpc"] == first_run.summary["charlm"]["gru-s16-0"]["final_bpc"]
+
+
+# --- train on one machine, analyse on another: a DVC remote and clones (docs/remote.md) --------
+
+@pytest.fixture(scope="module")
+def published(first_run, tmp_path_factory) -> Path:
+    """The "GPU machine" (a copy of the clone after the first run) commits its results, pushes
+    the commit to a bare git repository and the outputs and run cache to a local-directory DVC
+    remote, and pushes the first run's experiment. Returns the folder holding origin.git and
+    store/."""
+    where = tmp_path_factory.mktemp("remote")
+    gpu = first_run.saved / "gpu"
+    sh(["git", "init", "-q", "--bare", str(where / "origin.git")], where)
+    sh(["dvc", "remote", "add", "-d", "store", str(where / "store")], gpu)
+    sh(["git", "add", "-A"], gpu)
+    sh(["git", "commit", "-qm", "smoke results"], gpu)
+    sh(["git", "remote", "add", "origin", str(where / "origin.git")], gpu)
+    sh(["git", "push", "-q", "origin", "HEAD:main"], gpu)
+    sh(["dvc", "push", "--run-cache"], gpu)
+    # an experiment on top of the pushed commit (an experiment carries the repository's config,
+    # the remote included, from the commit it was run on)
+    sh(["dvc", "exp", "run", "-n", "moved", *SMOKE, "-S", "charlm.sample.temperature=0.5"], gpu)
+    sh(["dvc", "exp", "push", "origin", "moved"], gpu)
+    return where
+
+
+def laptop(published: Path, name: str, rev: str = "main") -> Path:
+    dest = published / name
+    sh(["git", "clone", "-q", "-b", "main", str(published / "origin.git"), str(dest)], published)
+    if rev != "main":
+        sh(["git", "checkout", "-q", rev], dest)
+    return dest
+
+
+def test_a_pulled_commit_reproduces_without_training(first_run, published):
+    """git clone + dvc pull: `dvc repro` runs nothing, and an evaluation-only key re-evaluates
+    without training."""
+    here = laptop(published, "laptop")
+    sh(["dvc", "pull"], here)
+    assert "Running stage" not in sh(["dvc", "repro"], here)
+    assert sh(["dvc", "status"], here).strip().endswith("Data and pipelines are up to date.")
+    gpu = first_run.saved / "gpu"
+    for name in ("metrics/headline.json", "metrics/summary.json", "plots/expr/accuracy_vs_params.png"):
+        assert (here / name).read_bytes() == (gpu / name).read_bytes(), name
+    out = sh(["dvc", "exp", "run", *SMOKE, "-S", "profiles.smoke.abacus.eval.recurrences=[1,2,3]"],
+             here)
+    assert ran_stages(out) == {"evaluate-abacus@abacus-l2r2-0", "aggregate-tables",
+                               "render-figures"}
+    assert "acc_r3" in json.loads((here / "metrics/summary.json").read_text())["abacus"]["abacus-l2r2-0"]
+
+
+def test_the_run_cache_restores_cells_without_a_lock_file(published):
+    """A commit without dvc.lock (as an experiment queue's cells leave the workspace): the run
+    cache pulled from the remote restores every stage, none is trained again."""
+    here = laptop(published, "no-lock", rev="main~1")
+    assert not (here / "dvc.lock").exists()
+    sh(["arithrepro", "compose-params", "profile=smoke"], here)
+    sh(["dvc", "pull", "--run-cache"], here)
+    out = sh(["dvc", "repro", "--pull"], here)
+    assert "Running stage" not in out
+    assert out.count("is cached - skipping run") == len(sh(["dvc", "stage", "list", "--name-only"],
+                                                              here).split())
+
+
+def test_an_experiment_moves_with_exp_push_and_pull(first_run, published):
+    """An experiment run on the GPU machine (as a queue's are) reaches the laptop through
+    `dvc exp push`/`pull`, outputs included: applied, nothing runs."""
+    here = laptop(published, "exp")
+    assert sh(["dvc", "exp", "list", "--name-only", "origin"], here).split() == ["moved"]
+    sh(["dvc", "exp", "pull", "origin", "moved"], here)
+    sh(["dvc", "exp", "apply", "moved"], here)
+    assert "Running stage" not in sh(["dvc", "repro"], here)
+    samples = (here / "metrics/charlm/samples.md").read_text()
+    assert samples == (first_run.saved / "gpu" / "metrics/charlm/samples.md").read_text()
+    assert samples != first_run.read("metrics/charlm/samples.md")  # the experiment's, not main's
 
 
 # --- running again ----------------------------------------------------------------------------

@@ -222,14 +222,31 @@ def test_task_without_runs_is_an_error(metrics_dir):
         tables.collect_runs(metrics_dir, ["expr", "absent"])
 
 
+def test_headline_is_mean_and_std_over_seeds_of_the_chosen_metrics(runs):
+    headline = tables.headline_json(runs, {"expr": (("test_acc", "ood_acc"), "^(small|large)$"),
+                                           "other": (("exact",), "")})
+    expr = headline["expr"]
+    assert set(expr) == {f"{m}-{s}" for m in PARAMS for s in ("small", "large")} | {"mamba-small"}
+    seeds = [_record("lstm", "large", seed)["test_acc"] for seed in SEEDS]
+    assert expr["lstm-large"]["test_acc"] == pytest.approx(sum(seeds) / 2)
+    assert expr["lstm-large"]["test_acc_std"] == pytest.approx(abs(seeds[1] - seeds[0]) / 2 ** 0.5)
+    assert set(expr["gpt-small"]) == {"test_acc", "test_acc_std", "ood_acc", "ood_acc_std"}
+    # one seed: no std; a metric the cell lacks (NaN): left out
+    assert expr["mamba-small"] == {"test_acc": 0.333}
+    assert headline["other"] == {"gpt-small": {"exact": 0.5}}
+    assert tables.headline_json(runs, {}) == {}
+
+
 def test_write_all_writes_every_file_atomically(metrics_dir, runs):
-    line = tables.write_all(metrics_dir, ["expr", "other"])
+    line = tables.write_all(metrics_dir, ["expr", "other"], {"expr": (("test_acc",), "")})
     assert line.startswith(f"{len(runs)} runs, 2 tasks -> ")
     assert "\n" not in line
-    names = ["summary.json", "summary.csv", "expr.md", "other.md"]
+    names = ["headline.json", "summary.json", "summary.csv", "expr.md", "other.md"]
     for name in names:
         assert str(metrics_dir / name) in line
     assert json.loads((metrics_dir / "summary.json").read_text()) == tables.summary_json(runs)
+    assert set(json.loads((metrics_dir / "headline.json").read_text())["expr"]["gpt-small"]) == {
+        "test_acc", "test_acc_std"}
     csv = pd.read_csv(metrics_dir / "summary.csv")
     assert len(csv) == len(runs)
     assert "val_ppl" in (metrics_dir / "other.md").read_text()

@@ -23,8 +23,8 @@ def compute_markdown(frame: pd.DataFrame, device: str) -> str:
     fewest counted FLOPs."""
     out = [f"# charlm compute: generating and training on T tokens (batch 1, {device})\n",
            "FLOPs by a formula and as counted by torch (matmuls, head and attention included); "
-           "the `formula` column says whose: the spec's (RNN with g = 1, transformer) or this "
-           "project's GRU extension (the spec's RNN formula with g = 3, one matrix per gate); "
+           "the `formula` column says whose: the source's (RNN with g = 1, transformer) or this "
+           "project's GRU extension (the source's RNN formula with g = 3, one matrix per gate); "
            "sequential matmuls by the same count; time = median seconds per token, the device "
            "synchronized around each measurement. "
            "`x` columns: relative to the model with the fewest counted FLOPs at that T; where "
@@ -44,7 +44,7 @@ def compute_markdown(frame: pd.DataFrame, device: str) -> str:
             tt = r["train_s_per_token"] / ref["train_s_per_token"]
             out.append(
                 f"| {r['model']} ({r['arch']}) | {_si(r['params'])} | {r['layers']} | {r['d_model']} "
-                f"| {r.get('formula', 'spec')} | {_si(r['formula_gen_flops'])} / {_si(r['counted_gen_flops'])} "
+                f"| {r.get('formula', 'source')} | {_si(r['formula_gen_flops'])} / {_si(r['counted_gen_flops'])} "
                 f"| {_si(r['formula_train_flops'])} / {_si(r['counted_train_flops'])} "
                 f"| {r['seq_matmuls_gen']:,} / {r['seq_matmuls_train']:,} "
                 f"| {1e3 * r['gen_s_per_token']:.3f} | {1e3 * r['train_s_per_token']:.3f} "

@@ -2,7 +2,7 @@
 
 Mean ± std over seeds with the population std (n, not n − 1), as the source's table reports it
 (two seeds 7500 and 8200 read 7850 ± 350); the best mean of each metric in bold. The sanity
-study has the spec's layout (metrics as rows, models as columns); a sweep has one row per model
+study has the source's layout (metrics as rows, models as columns); a sweep has one row per model
 and swept value.
 """
 
@@ -14,7 +14,7 @@ import statistics
 
 import pandas as pd
 
-# (record key, label, better): the spec's per-run metrics in its order
+# (record key, label, better): the source's per-run metrics in its order
 METRICS = [
     ("train_loss", "L_train", min), ("val_loss", "L_val", min),
     ("train_acc", "A_train", max), ("val_acc", "A_val", max),
@@ -76,7 +76,7 @@ def table(summary: pd.DataFrame, study: str, swept: list[str], extra: list[tuple
     cells = [[_stat([float(v) for v in g[key].dropna()], key) for key, _, _ in metrics]
              for _, g in groups]
     marks = [_best([c[j][0] for c in cells], better) for j, (_, _, better) in enumerate(metrics)]
-    if study == "sanity":  # the spec's layout: a row per metric, a column per model
+    if study == "sanity":  # the source's layout: a row per metric, a column per model
         header = ["metric"] + [model for (model, _), _ in groups]
         body = [[label] + [c[j][1] for c in cells] for j, (_, label, _) in enumerate(metrics)]
         bold = [[False] + marks[j] for j in range(len(metrics))]
@@ -178,7 +178,7 @@ def write(summary: pd.DataFrame) -> tuple[str, str]:
 
 
 def _data_verdict(rows: pd.DataFrame) -> str:
-    """The spec's two data-study numbers per model: the smallest r_train that generalizes
+    """The source's two data-study numbers per model: the smallest r_train that generalizes
     (A_val >= 0.9) and the largest that only memorizes (A_train ~ 1, A_val <= 0.5)."""
     lines = []
     for model, g in rows.groupby("model", sort=False):

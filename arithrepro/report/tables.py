@@ -153,6 +153,29 @@ def summary_json(df: pd.DataFrame) -> dict:
     return out
 
 
+def headline_json(df: pd.DataFrame, headline: dict) -> dict:
+    """{task: {"<model>-<size>": {metric: mean, metric_std: std}}} over seeds, for each task's
+    headline metrics and the sizes its pattern matches: the few numbers `dvc metrics diff` and
+    `dvc exp show` compare. std is the sample standard deviation (n - 1), left out for a
+    single seed."""
+    out: dict = {}
+    for task, (metrics, sizes) in headline.items():
+        rows = df[df["task"] == task]
+        if sizes:
+            rows = rows[[re.search(sizes, size) is not None for size in rows["size"]]]
+        for (model, size), cell in _cells(rows):
+            entry = {}
+            for m in metrics:
+                values = [float(v) for v in cell[m].dropna()] if m in cell else []
+                if values:
+                    entry[m] = _plain(statistics.fmean(values))
+                    if len(values) > 1:
+                        entry[f"{m}_std"] = _plain(statistics.stdev(values))
+            if entry:
+                out.setdefault(task, {})[f"{model}-{size}"] = entry
+    return out
+
+
 def _plain(value) -> int | float | None:
     """A JSON-safe Python number, or None for a gap (another task's metric, NaN or inf).
 
@@ -309,13 +332,16 @@ EXTRA_TABLES = {"looped": _looped_tables, "abacus": _abacus_tables}
 
 # --- the stage -------------------------------------------------------------------------------
 
-def write_all(metrics_dir: Path, tasks: list[str]) -> str:
-    """Write summary.json, summary.csv and <task>.md under metrics_dir; return a summary line."""
+def write_all(metrics_dir: Path, tasks: list[str], headline: dict | None = None) -> str:
+    """Write headline.json (`headline`: {task: (metrics, sizes pattern)}), summary.json,
+    summary.csv and <task>.md under metrics_dir; return a summary line."""
     metrics_dir = Path(metrics_dir)
     df = collect_runs(metrics_dir, tasks)
-    written = [metrics_dir / "summary.json", metrics_dir / "summary.csv"]
-    write_json(written[0], summary_json(df))
-    write_frame(written[1], summary_csv(df))
+    written = [metrics_dir / "headline.json", metrics_dir / "summary.json",
+               metrics_dir / "summary.csv"]
+    write_json(written[0], headline_json(df, headline or {}))
+    write_json(written[1], summary_json(df))
+    write_frame(written[2], summary_csv(df))
     for task in tasks:
         path = metrics_dir / f"{task}.md"
         if task == "modular":  # studies, not a grid: tables of their own, also as LaTeX

@@ -1,4 +1,4 @@
-"""abacus: reversed-digit addition for length generalization (EXPERIMENTS.md §2).
+"""abacus: reversed-digit addition for length generalization (docs/abacus.md).
 
 A sample is `rev(a)+rev(b)=rev(a+b)$`, padded with `$`; the loss covers the answer digits and
 the final `$`. Operand lengths are uniform in 1..max_digits, independently; an n-digit operand is
@@ -252,7 +252,7 @@ class AbacusTask(StreamTask):
     # --- evaluation -----------------------------------------------------------------------
     @staticmethod
     def correct(generated, tokens, eq, end, budget):
-        """The spec's rule: the continuation is digits then `$` within the budget, and as a
+        """The source's rule: the continuation is digits then `$` within the budget, and as a
         reversed integer equals the true sum (so trailing zeros of the reversed answer pass)."""
         import torch
 

@@ -71,6 +71,11 @@ class Task(ABC):
     # the precision the source trained in on a GPU (params precision: auto follows it):
     # fp32, or mixed (bf16 autocast where the GPU has it, else fp16 with a gradient scaler)
     precision = "fp32"
+    # The numbers a reader compares first (metrics/headline.json, mean and std over seeds per
+    # model and size; a grid stage's summary line), and the sizes they are taken over (a regular
+    # expression; empty: every size).
+    headline: tuple[str, ...] = ()
+    headline_sizes = ""
 
     @classmethod
     @abstractmethod
@@ -94,7 +99,7 @@ class Task(ABC):
 
 class GridTask(Task):
     grid = True   # trained and scored as <task>.models x <task>.sizes x <task>.seeds cells
-    headline = ("id_acc", "ood_acc")   # the metrics a stage's summary line shows
+    headline = ("id_acc", "ood_acc")
 
     @abstractmethod
     def generate(self, params: dict, out_dir: Path, progress=None) -> str:
@@ -159,7 +164,7 @@ class GridTask(Task):
     @staticmethod
     def profile_grid_schema() -> dict:
         """profiles.<p>.<task>.{sizes,seeds}: the profile's grid, which conf/config.yaml makes
-        <task>.sizes and <task>.seeds when params.yaml is composed (README: profiles)."""
+        <task>.sizes and <task>.seeds when params.yaml is composed (docs/profiles.md)."""
         return {"sizes": list_of(_size_name), "seeds": list_of(integer(0, 2**31 - 1))}
 
     @classmethod

@@ -1,4 +1,4 @@
-"""charlm: character-level language modelling on one corpus (EXPERIMENTS.md §5).
+"""charlm: character-level language modelling on one corpus (docs/charlm.md).
 
 The corpus is a text of `chars` characters from one of four sources:
 - python-docs (the default): English prose every machine with Python has offline and nobody has
@@ -324,6 +324,7 @@ def _schedule(key: str, value) -> None:
 
 class CharLMTask(Task):
     name = "charlm"
+    headline = ("final_bpc",)
     decodes = True
     grid = False   # runs as the charlm stages (stages/charlm_*.py), not as train/evaluate cells
 

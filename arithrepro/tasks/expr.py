@@ -1,4 +1,4 @@
-"""expr: arithmetic expressions from the ReTran paper's grammar (EXPERIMENTS.md §1).
+"""expr: arithmetic expressions from the ReTran paper's grammar (docs/expr.md).
 
 A sample is `<start> problem = answer <stop> <pad>...`; the loss covers the answer and <stop>.
 Files under data/expr/: {train,valid,test,ood}.parquet (problem, answer, length),

@@ -1,4 +1,4 @@
-"""looped: aligned, non-autoregressive addition (EXPERIMENTS.md §3, Fan et al. 2024's notebook).
+"""looped: aligned, non-autoregressive addition (docs/looped.md, Fan et al. 2024's notebook).
 
 Decimal variant: operands uniform in 0..10^L - 1; L + 1 positions, position i holding the digit
 pair (a_i, b_i) (least significant first, 0 beyond the operand) and, as target, digit i of the

@@ -1,4 +1,4 @@
-"""modular: LSTM vs GPT on a ∘ b mod p, in seven studies (EXPERIMENTS.md §4).
+"""modular: LSTM vs GPT on a ∘ b mod p, in seven studies (docs/modular.md).
 
 Every sample of (a, b) ∈ [0, p)² (and (a, b, c) for order 3) as `BOS a ∘ b = r EOS`, padded
 with PAD when orders are mixed; a seeded fraction r_train of each order trains, the rest
@@ -10,7 +10,7 @@ two right-hand-side tokens, so the mean over tokens is the mean over samples.
 A study is a grid over scalar lists: `sweep: {key: [values]}` (the product of the lists) on top
 of `base` and the study's `set`, for each model and seed. The profile's `modular` block is
 merged into the top-level one key by key (lists and scalars replace), so `cpu` can shorten the
-lists and the budget while `paper` keeps the spec's.
+lists and the budget while `paper` keeps the source's.
 """
 
 from __future__ import annotations
@@ -202,9 +202,9 @@ def embedding_params(model) -> int:
 # --- metrics ---------------------------------------------------------------------------------
 
 def curve_metrics(curve: list[dict], upto: int | None = None, prefix: str = "") -> dict:
-    """The spec's per-run metrics from the evaluation curve (rows: step, train_loss, val_loss,
+    """The source's per-run metrics from the evaluation curve (rows: step, train_loss, val_loss,
     train_acc, val_acc), over the steps <= upto when given: the best value of each (minimum
-    loss, maximum accuracy), the first step reaching it (<name>_step: the spec's t_f), and
+    loss, maximum accuracy), the first step reaching it (<name>_step: the source's t_f), and
     dt_loss_steps / dt_acc_steps (Δt), how many steps validation lagged behind training."""
     rows = [r for r in curve if upto is None or r["step"] <= upto]
     if not rows:
@@ -333,6 +333,8 @@ def _study_schema(compute: bool) -> dict:
 
 class ModularTask(Task):
     name = "modular"
+    headline = ("val_acc",)
+    headline_sizes = "^sanity$"   # the sanity study: each model at the base configuration
     grid = False   # runs as studies (stages/modular_study.py), not as train/evaluate cells
 
     @classmethod
