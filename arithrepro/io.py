@@ -111,14 +111,15 @@ def read_json(path: str | Path, keys: tuple[str, ...] | None = None) -> Any:
 
 
 def read_frame(path: str | Path, columns=()):
-    """A pandas DataFrame from CSV or Parquet (by the suffix, as write_frame writes them) that
-    has at least `columns`."""
+    """A pandas DataFrame from CSV, TSV (dvclive's series) or Parquet, by the suffix, that has
+    at least `columns`."""
     import pandas as pd
 
     path = Path(path)
-    kind = "Parquet" if path.suffix == ".parquet" else "CSV"
+    kind = {".parquet": "Parquet", ".tsv": "TSV"}.get(path.suffix, "CSV")
     try:
-        frame = pd.read_parquet(path) if kind == "Parquet" else pd.read_csv(path)
+        frame = (pd.read_parquet(path) if kind == "Parquet"
+                 else pd.read_csv(path, sep="\t" if kind == "TSV" else ","))
     except FileNotFoundError:
         raise
     except Exception as err:  # pyarrow and pandas raise many kinds for a damaged file

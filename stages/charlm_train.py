@@ -15,10 +15,12 @@ import click
 from arithrepro.stages.common import Memo, done, friendly_errors, params_option, paths
 
 CODE = ("train.py", "models", "tasks/charlm.py")
-# What a memo cell must hold to be reused: record.json's keys the stages read, and the CSVs'
+# dvclive's series of a run, in its memo cell (arithrepro/live.py)
+TRAIN_LOSS, VAL_LOSS = "live/plots/metrics/train/loss.tsv", "live/plots/metrics/val/loss.tsv"
+# What a memo cell must hold to be reused: record.json's keys the stages read, and the series'
 # columns.
 MEMO = (("task", "model", "seed", "best_val_loss"),
-        {"curves.csv": ("step", "loss"), "val.csv": ("step", "val_loss")})
+        {TRAIN_LOSS: ("step", "loss"), VAL_LOSS: ("step", "loss")})
 
 
 @click.command("charlm-train")
@@ -31,9 +33,10 @@ def charlm_train(params_path: str) -> None:
     (merged with profiles.<profile>.charlm), data/charlm/.
     Writes per run `<model>-s<seq_length>-<seed>`:
     metrics/charlm/runs/<run>.json (final and best validation loss, bits per character,
-    parameters, train_seconds, tokens/s), plots/charlm/curves/<run>.csv (training loss per
-    step), plots/charlm/val/<run>.csv (validation loss every eval_every steps) and
-    runs/charlm/models/<run>.pt (the final model).
+    parameters, train_seconds, tokens/s), plots/charlm/curves/<run>.tsv (training loss per
+    step), plots/charlm/val/<run>.tsv (validation loss every eval_every steps), both dvclive's
+    series, and runs/charlm/models/<run>.pt (the final model). While a run trains, its series
+    (loss, learning rate, validation) grow in runs/charlm/cells/<fingerprint>/live/.
     """
     from arithrepro import config
     from arithrepro.tasks.charlm import merged, read_corpus, runs
@@ -43,8 +46,8 @@ def charlm_train(params_path: str) -> None:
     text, vocab, meta = read_corpus(paths.data("charlm"))
     device, precision = config.placement(params, "charlm")
     memo = Memo("charlm", CODE, *MEMO, outs={
-        "record": paths.record("charlm"), "curves.csv": paths.plots / "charlm" / "curves",
-        "val.csv": paths.plots / "charlm" / "val", "model.pt": paths.run("charlm", "models")})
+        "record": paths.record("charlm"), TRAIN_LOSS: paths.plots / "charlm" / "curves",
+        VAL_LOSS: paths.plots / "charlm" / "val", "model.pt": paths.run("charlm", "models")})
     memo.clear_outputs()
     todo = runs(params)
     trained, best = 0, None
@@ -71,7 +74,8 @@ def _train(run, m: dict, text: str, vocab, cell: Path, device: str, precision: s
     import pandas as pd
 
     from arithrepro.tasks.charlm import setup_run
-    from arithrepro.io import save_torch, write_frame, write_json
+    from arithrepro.io import save_torch, write_json
+    from arithrepro.live import Series
     from arithrepro.models.lm import count_params
     from arithrepro.provenance import provenance
     from arithrepro.train import fit
@@ -83,7 +87,8 @@ def _train(run, m: dict, text: str, vocab, cell: Path, device: str, precision: s
     read = {"model": run.model, "size": run.size, "seq_length": run.seq_length, "steps": run.steps,
             "seed": run.seed, "train": t, "corpus": m["corpus"]}
     origin = provenance(read, device=device, precision=precision, compiled=compile_)
-    result = fit(net, batches, valid, cfg, cell / "checkpoint.pt", cell.name)
+    result = fit(net, batches, valid, cfg, cell / "checkpoint.pt", cell.name,
+                 series=Series(cell / "live", read))
     val = pd.DataFrame(result["val_curve"]).drop(columns="epoch")
     final = float(val["val_loss"].iloc[-1])
     record = {"task": "charlm", "model": run.model_name, "size": run.label, "seed": run.seed,
@@ -94,8 +99,6 @@ def _train(run, m: dict, text: str, vocab, cell: Path, device: str, precision: s
               "train_seconds": result["train_seconds"], "tokens_per_s": result["tokens_per_s"],
               "vocab_size": vocab.size, "train_chunks": len(data.train),
               "val_chunks": len(data.val), "provenance": {"train": origin}}
-    write_frame(cell / "curves.csv", pd.DataFrame(result["train_curve"])[["step", "loss"]])
-    write_frame(cell / "val.csv", val)
     save_torch(cell / "model.pt", {"model": run.model, "size": run.size,
                                    "dropout": float(t["dropout"]), "dims": dims,
                                    "vocab": vocab.chars,

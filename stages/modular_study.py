@@ -18,11 +18,13 @@ from arithrepro.stages.common import Memo, done, friendly_errors, params_option,
 
 # The code a cell's result depends on (in the arithrepro package): a change to any of it retrains.
 CODE = ("train.py", "models", "tasks/modular.py")
-# What a memo cell must hold to be reused: record.json's keys the stages read, and the CSVs'
+# dvclive's per-step training loss of a cell, in its memo cell (arithrepro/live.py)
+STEPS = "live/plots/metrics/train/loss.tsv"
+# What a memo cell must hold to be reused: record.json's keys the stages read, and the tables'
 # columns.
 MEMO = (("task", "model", "seed", "val_acc", "val_loss"),
         {"curves.csv": ("step", "train_loss", "val_loss", "train_acc", "val_acc"),
-         "steps.csv": ("step", "loss")})
+         STEPS: ("step", "loss")})
 
 
 @click.command("modular-study")
@@ -38,8 +40,13 @@ def modular_study(params_path: str, study: str) -> None:
     `<model>-<study>[.<swept values>]-<seed>`: metrics/modular/runs/<study>/<cell>.json (the run's
     metrics), plots/modular/curves/<study>/<cell>.csv (loss, accuracy, per-order accuracy and
     parameter norm on the full train and validation sets, every eval_every steps),
-    plots/modular/steps/<study>/<cell>.csv (per-step batch loss) and
-    runs/modular/<study>/<cell>.pt (the final model).
+    plots/modular/steps/<study>/<cell>.tsv (per-step batch loss, dvclive's series) and
+    runs/modular/<study>/<cell>.pt (the final model). While a cell trains, its series (loss,
+    learning rate, every evaluation) grow in runs/modular/cells/<fingerprint>/live/.
+
+    curves.csv stays a table of its own: the evaluations' columns side by side, which the
+    figures, the budgets' metrics and `dvc plots` (train and validation accuracy overlaid) read;
+    dvclive writes a file per series.
     """
     import pandas as pd
 
@@ -54,7 +61,7 @@ def modular_study(params_path: str, study: str) -> None:
     memo = Memo("modular", CODE, *MEMO, outs={
         "record": paths.record("modular") / study,
         "curves.csv": paths.plots / "modular" / "curves" / study,
-        "steps.csv": paths.plots / "modular" / "steps" / study,
+        STEPS: paths.plots / "modular" / "steps" / study,
         "model.pt": paths.run("modular", study)})
     memo.clear_outputs()
     trained, records = 0, {}
@@ -90,6 +97,7 @@ def _train(run, cell: Path, device: str, precision: str, compile_: bool) -> None
     import pandas as pd
 
     from arithrepro.io import save_torch, write_frame, write_json
+    from arithrepro.live import Series
     from arithrepro.provenance import provenance
     from arithrepro.tasks.modular import Vocab, curve_metrics, embedding_params
     from arithrepro.tasks.modular import cell as study_cell
@@ -97,9 +105,10 @@ def _train(run, cell: Path, device: str, precision: str, compile_: bool) -> None
 
     c = run.config
     net, size, dims, data, cfg, batches = study_cell(run, device, precision, compile_)
-    origin = provenance({"model": run.model, "seed": run.seed, "config": run.config},
-                        device=device, precision=precision, compiled=compile_)
-    result = fit(net, batches, data.evaluate, cfg, cell / "checkpoint.pt", cell.name)
+    read = {"model": run.model, "seed": run.seed, "config": run.config}
+    origin = provenance(read, device=device, precision=precision, compiled=compile_)
+    result = fit(net, batches, data.evaluate, cfg, cell / "checkpoint.pt", cell.name,
+                 series=Series(cell / "live", read))
     curve = result["val_curve"]
     record = {"task": "modular", "model": run.model, "size": run.label, "seed": run.seed,
               "params": sum(p.numel() for p in net.parameters()) - embedding_params(net),
@@ -115,8 +124,6 @@ def _train(run, cell: Path, device: str, precision: str, compile_: bool) -> None
                   s_per_step=result["train_seconds"] / max(result["steps"], 1),
                   provenance={"train": origin})
     write_frame(cell / "curves.csv", pd.DataFrame(curve).drop(columns="epoch"))
-    steps = pd.DataFrame(result["train_curve"])[["step", "loss"]]
-    write_frame(cell / "steps.csv", steps)
     save_torch(cell / "model.pt", {"model": run.model, "size": size, "dropout": float(c["dropout"]),
                                    "dims": dims, "vocab": Vocab(c["p"], c["operator"]).tokens(),
                                    "state_dict": {k: v.cpu() for k, v in net.state_dict().items()}})

@@ -300,7 +300,8 @@ def test_aggregate_stops_on_a_truncated_evaluation_record(tmp_path, monkeypatch)
     ("plots/modular/curves/size/gpt-sin-size.L1d8-0.csv", "modular-study@size"),
     ("runs/charlm/models/rnn-s16-0.pt", "charlm-train"),
     ("metrics/charlm/runs/rnn-s16-0.json", "charlm-train"),
-    ("plots/charlm/val/rnn-s16-0.csv", "charlm-train"),
+    ("plots/charlm/val/rnn-s16-0.tsv", "charlm-train"),
+    ("plots/modular/steps/data/lstm-std-data.r0.3-0.tsv", "modular-study@data"),
     ("metrics/summary.csv", "aggregate-tables"),
 ])
 def test_every_read_file_maps_to_the_stage_that_writes_it(path, stage):
@@ -368,7 +369,8 @@ MEMO_DAMAGE = {
     "curves gone": ("curves.csv", Path.unlink, "missing"),
     "curves cut": ("curves.csv", lambda p: p.write_text("step,train_loss\n4,0.5\n"),
                    "no column train_acc, val_acc, val_loss"),
-    "steps empty": ("steps.csv", lambda p: p.write_text(""), "unreadable CSV ("),
+    "steps empty": ("live/plots/metrics/train/loss.tsv", lambda p: p.write_text(""),
+                    "unreadable TSV ("),
     "model cut": ("model.pt", cut, "unreadable model file ("),
 }
 
@@ -398,7 +400,7 @@ def test_an_unfinished_memo_cell_trains_without_a_warning(memo_ws):
 
 
 @pytest.mark.parametrize("name, damage", [("record.json", cut), ("model.pt", cut),
-                                          ("val.csv", Path.unlink)])
+                                          ("live/plots/metrics/val/loss.tsv", Path.unlink)])
 def test_a_damaged_charlm_memo_cell_is_trained_again(memo_ws, memo, name, damage):
     (cell,) = Path("runs/charlm/cells").iterdir()
     damage(cell / name)

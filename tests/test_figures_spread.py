@@ -121,10 +121,11 @@ def charlm_inputs(root: Path, seeds) -> tuple[pd.DataFrame, Path]:
                 val_steps = np.arange(50, 401, 50)
                 val = floor + 0.1 + 2.8 * np.exp(-val_steps / 80) + 0.06 * (1 + _jitter(seed, model, T))
                 name = f"{model}-s{T}-{seed}"
-                pd.DataFrame({"step": steps, "loss": loss}).to_csv(out / "curves" / f"{name}.csv",
-                                                                   index=False)
-                pd.DataFrame({"step": val_steps, "val_loss": val}).to_csv(out / "val" / f"{name}.csv",
-                                                                          index=False)
+                # dvclive's series: tab-separated, the value column named after the series
+                pd.DataFrame({"step": steps, "loss": loss}).to_csv(out / "curves" / f"{name}.tsv",
+                                                                   sep="\t", index=False)
+                pd.DataFrame({"step": val_steps, "loss": val}).to_csv(out / "val" / f"{name}.tsv",
+                                                                      sep="\t", index=False)
                 rows.append({"model": model, "size": f"s{T}", "seed": seed, "params": params,
                              "seq_length": T, "final_val_loss": val[-1]})
     return pd.DataFrame(rows), out
@@ -319,7 +320,7 @@ def test_charlm_validation_band_per_run(tmp_path, drawn):
     charlm_figures.render_charlm(summary, None, None, out)
     fig = drawn["loss_curves.png"]
     assert [len(_bands(ax)) for ax in fig.axes] == [2, 2]  # a band per model, per seq_length
-    v = [pd.read_csv(out / "val" / f"gru-s64-{s}.csv").set_index("step").loc[200, "val_loss"]
+    v = [pd.read_csv(out / "val" / f"gru-s64-{s}.tsv", sep="\t").set_index("step").loc[200, "loss"]
          for s in THREE]
     expected = (np.mean(v) - np.std(v, ddof=1), np.mean(v) + np.std(v, ddof=1))
     assert any(np.allclose(_band_at(b, 200), expected) for b in _bands(fig.axes[1]))

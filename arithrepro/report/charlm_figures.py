@@ -103,10 +103,10 @@ def _seed_curves(curves_dir: Path, val_dir: Path, model: str, size: str, seeds):
     """A run's training loss, mean over its seeds per step, and its validation loss as a
     seed_spread frame (step, n, mean, low, high: mean ± std)."""
     names = [f"{model}-{size}-{int(seed)}" for seed in seeds]
-    train = pd.concat([read_csv(curves_dir / f"{n}.csv", {"step", "loss"}, "charlm-train")
+    train = pd.concat([read_csv(curves_dir / f"{n}.tsv", {"step", "loss"}, "charlm-train")
                        for n in names])
-    val = pd.concat([read_csv(val_dir / f"{n}.csv", {"step", "val_loss"}, "charlm-train")
-                     for n in names])
+    val = pd.concat([read_csv(val_dir / f"{n}.tsv", {"step", "loss"}, "charlm-train")
+                     for n in names]).rename(columns={"loss": "val_loss"})
     return (train.groupby("step", as_index=False)["loss"].mean(),
             seed_spread(val, "step", "val_loss"))
 
