@@ -201,6 +201,13 @@ def _plots_json(repo: Path) -> str:
     return out[out.index("{"):]
 
 
+def test_dvclive_leaves_the_pipeline_definition_alone(first_run, clone):
+    """dvclive logs every training run without a dvc.yaml of its own and without touching the
+    pipeline's (dvcyaml=None)."""
+    assert sh(["git", "status", "--porcelain", "--", "dvc.yaml"], clone) == ""
+    assert [p for p in clone.rglob("dvc.yaml") if ".dvc" not in p.parts] == [clone / "dvc.yaml"]
+
+
 def test_the_headline_is_the_default_metrics(first_run):
     """`dvc metrics show` (and `dvc exp show`) display metrics/headline.json: each task's few
     numbers per model and size; summary.json keeps every record's metrics beside it."""
