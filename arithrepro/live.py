@@ -62,7 +62,7 @@ class Series:
 def read_series(folder: str | Path, name: str):
     """One series of a run's folder as a DataFrame (step, value column named after the series'
     last part), e.g. read_series(folder, "train/loss")."""
-    import pandas as pd
+    from arithrepro.io import read_frame
 
     path = Path(folder) / "plots" / "metrics" / f"{name}.tsv"
-    return pd.read_csv(path, sep="\t")
+    return read_frame(path, ("step", name.rsplit("/", 1)[-1]))

@@ -175,7 +175,7 @@ def test_every_plot_renders(first_run):
     plots/ is declared (top level) or is a stage's plots output, and no plot fails to load or
     comes out empty. The dvclive series are among them."""
     gpu = first_run.saved / "gpu"
-    shown = json.loads(_plots_json(gpu))
+    shown = dvc_json(["plots", "show", "--json", "-o", str(gpu.parent / "plots-json")], gpu)
     assert shown.get("errors") in (None, []), shown.get("errors")
     problems = {}
     for name, renders in shown["data"].items():
@@ -196,9 +196,10 @@ def test_every_plot_renders(first_run):
     assert heatmap["spec"]["layer"][0]["mark"] == "rect"
 
 
-def _plots_json(repo: Path) -> str:
-    out = sh(["dvc", "plots", "show", "--json", "-o", str(repo.parent / "plots-json")], repo)
-    return out[out.index("{"):]
+def dvc_json(args: list[str], repo: Path):
+    """A `dvc ... --json` command's output, parsed (DVC may print notices before it)."""
+    out = sh(["dvc", *args], repo)
+    return json.loads(out[out.index("{"):])
 
 
 def test_dvclive_leaves_the_pipeline_definition_alone(first_run, clone):
@@ -212,8 +213,8 @@ def test_the_headline_is_the_default_metrics(first_run):
     """`dvc metrics show` (and `dvc exp show`) display metrics/headline.json: each task's few
     numbers per model and size; summary.json keeps every record's metrics beside it."""
     gpu = first_run.saved / "gpu"
-    shown = sh(["dvc", "metrics", "show", "--json"], gpu)
-    files = next(iter(json.loads(shown[shown.index("{"):]).values()))["data"]  # the workspace
+    shown = dvc_json(["metrics", "show", "--json"], gpu)
+    files = next(iter(shown.values()))["data"]  # the workspace
     assert set(files) == {"metrics/headline.json"}
     headline = files["metrics/headline.json"]["data"]
     assert set(headline) == {"expr", "abacus", "looped", "modular", "charlm"}
