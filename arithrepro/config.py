@@ -1,4 +1,11 @@
-"""params.yaml: loading, validation and the resolved view each stage reads.
+"""The parameters: composing them from conf/, loading params.yaml, validating it, and the
+resolved view each stage reads.
+
+conf/config.yaml holds each experiment as its source ran it and conf/profile/<name>.yaml the
+budgets a profile changes (Hydra config groups). params.yaml is their composition for one
+profile (DVC composes it for `dvc exp run`, `compose` here for `dvc repro`), so every other
+module reads one resolved block per task and never asks which profile made it: this module is
+the only one that knows profiles exist.
 
 Validation runs before any work. A bad file stops with one line naming the key, the value and
 what is allowed; nothing is written.
@@ -19,7 +26,10 @@ from arithrepro.params_reads import peek, recording
 from arithrepro.schema import Map, ParamsError, check_schema, choice, fail, integer, number
 from arithrepro.tasks.registry import TASKS
 
-PROFILES = ("smoke", "cpu", "paper")
+CONF = Path("conf")
+# The header of a params.yaml this module writes: the file is generated.
+GENERATED = ("# Generated from conf/config.yaml and conf/profile/{profile}.yaml: edit those, then\n"
+             "# `arithrepro compose-params` (`dvc exp run` composes its own). Do not edit.\n")
 
 
 def _compile_setting(key, value) -> None:
@@ -28,15 +38,19 @@ def _compile_setting(key, value) -> None:
         fail(key, value, "false, true, reduce-overhead or max-autotune")
 
 
+def _name(key, value) -> None:
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z0-9_-]+", value):
+        fail(key, value, "a profile name (lower-case letters, digits, - and _)")
+
+
 # --- the params.yaml schema ------------------------------------------------------------------
 
 def schema() -> dict:
     return {
-        "profile": choice(*PROFILES),
+        "profile": _name,   # which profile composed the file: a label, read by no stage
         "device": choice(*DEVICES),
         "precision": choice(*PRECISIONS),
         "compile": _compile_setting,
-        "profiles": {p: {t: task.profile_schema() for t, task in TASKS.items()} for p in PROFILES},
         "models": {
             name: {
                 "lr": number(0, lo_open=True),
@@ -76,17 +90,88 @@ _Loader.add_implicit_resolver(
 )
 
 
-def load(path: str | Path = "params.yaml") -> dict:
-    path = Path(path)
+def _parse(path: Path) -> Any:
     if not path.is_file():
         raise ParamsError(f"{path}: no such params file")
     try:
-        params = yaml.load(path.read_text(), Loader=_Loader)
+        return yaml.load(path.read_text(), Loader=_Loader)
     except yaml.YAMLError as err:
         line = getattr(getattr(err, "problem_mark", None), "line", None)
         where = f" (line {line + 1})" if line is not None else ""
         raise ParamsError(f"{path}: not valid YAML{where}") from None
-    return recording(validate(params))
+
+
+def load(path: str | Path = "params.yaml") -> dict:
+    return recording(validate(_parse(Path(path))))
+
+
+# --- composing params.yaml from conf/ ----------------------------------------------------------
+
+def profiles(conf: str | Path = CONF) -> list[str]:
+    """The profiles conf/profile/ defines."""
+    folder = Path(conf) / "profile"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: missing (the profiles' config group)")
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def compose(overrides: list[str] | tuple[str, ...] = (), conf: str | Path = CONF) -> dict:
+    """params as `dvc exp run -S <overrides>` composes them (DVC's own composition), validated.
+    A bad override, key or profile is a ParamsError naming it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "params.yaml"
+        _compose_to(out, list(overrides), Path(conf))
+        return _checked(out, overrides, Path(conf))
+
+
+def write(out: str | Path, overrides: list[str] | tuple[str, ...] = (),
+          conf: str | Path = CONF) -> dict:
+    """Compose and write params.yaml (with its generated-file header) through a temporary file
+    beside it, validated before it replaces the old one: a failure leaves the old file as it was."""
+    import os
+    import tempfile
+
+    out = Path(out)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".yaml")
+    os.close(fd)
+    tmp = Path(tmp)   # DVC picks its dumper by the suffix
+    try:
+        _compose_to(tmp, list(overrides), Path(conf))
+        params = _checked(tmp, overrides, Path(conf))
+        tmp.write_text(GENERATED.format(profile=params["profile"]) + tmp.read_text())
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return params
+
+
+def _compose_to(out: Path, overrides: list[str], conf: Path) -> None:
+    if not (conf / "config.yaml").is_file():
+        raise FileNotFoundError(f"{conf / 'config.yaml'}: missing (the params' source)")
+    from dvc.utils.hydra import compose_and_dump
+
+    try:
+        compose_and_dump(out, str(conf.resolve()), None, "config", str(Path.cwd()), overrides)
+    except Exception as err:  # Hydra's and OmegaConf's errors: a bad override, key or profile
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ParamsError(f"{conf / 'config.yaml'} with {' '.join(overrides) or 'no overrides'}: "
+                          f"{first}") from None
+
+
+def _checked(path: Path, overrides, conf: Path) -> dict:
+    """The composed file validated; an error names the composition it came from."""
+    try:
+        return validate(_parse(path))
+    except ParamsError as err:
+        raise ParamsError(f"{err} (composed from {conf}/ with "
+                          f"{' '.join(overrides) or 'no overrides'})") from None
+
+
+def validate_profiles(conf: str | Path = CONF) -> dict[str, dict]:
+    """Every profile of conf/ composed and validated: {profile: params}."""
+    return {p: compose([f"profile={p}"], conf) for p in profiles(conf)}
 
 
 # --- the resolved view of one grid cell ------------------------------------------------------
@@ -120,21 +205,6 @@ def cell(params: dict, task: str, model: str, size: str, seed: int) -> Cell:
     if seed < 0:
         raise ParamsError(f"--seed = {seed!r}: expected an integer >= 0")
     return Cell(task, model, size, seed)
-
-
-def with_profile(params: dict, profile: str) -> dict:
-    """params switched to `profile` as composing conf/config.yaml with profile=<profile> makes
-    them: the profile's name, and each grid task's sizes and seeds from the profile's block."""
-    out = {**params, "profile": profile}
-    for name, task in TASKS.items():
-        if task.grid:
-            block = params["profiles"][profile][name]
-            out[name] = {**params[name], "sizes": block["sizes"], "seeds": block["seeds"]}
-    return out
-
-
-def profile_block(params: dict, task: str) -> dict:
-    return params["profiles"][params["profile"]][task]
 
 
 def device_of(params: dict) -> str:

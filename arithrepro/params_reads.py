@@ -70,7 +70,7 @@ class Reads(dict):
         return super().values()
 
     def __deepcopy__(self, memo):
-        # a copy (deep_merge starts from one) is read only where its keys are read
+        # a copy is read only where its keys are read
         return Reads(copy.deepcopy(dict(self.__raw_items()), memo), self._path, self._log)
 
     def __raw_items(self):

@@ -8,7 +8,6 @@ everything else builds its params blocks from it.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Callable
 
 
@@ -125,34 +124,3 @@ def check_schema(schema: Any, value: Any, key: str) -> None:
 
 def _join(prefix: str, key: Any) -> str:
     return f"{prefix}.{key}" if prefix else str(key)
-
-
-def all_optional(schema: Any) -> Any:
-    """The same schema with every key optional: a profile overrides what it names."""
-    if isinstance(schema, dict):
-        return {k: Optional(all_optional(v.schema if isinstance(v, Optional) else v))
-                for k, v in schema.items()}
-    return schema
-
-
-def deep_merge(base: dict, over: dict) -> dict:
-    """base with over's keys replacing its own, mappings merged key by key (lists replaced)."""
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        # dict.get: looking up where an override goes is not a read of base's keys (a recorded
-        # params mapping, params_reads.Reads, would count it as one)
-        out[k] = (deep_merge(out[k], v) if isinstance(v, dict) and isinstance(dict.get(out, k), dict)
-                  else copy.deepcopy(v))
-    return out
-
-
-def check_merged(params: dict, task: str, schema: Any) -> dict:
-    """A task block with the current profile's overrides merged in, checked against the
-    block's schema; returns the merged block."""
-    merged = deep_merge(params[task], params["profiles"][params["profile"]][task])
-    try:
-        check_schema(schema, merged, task)
-    except ParamsError as err:
-        raise ParamsError(f"{err} (after merging profiles.{params['profile']}.{task} "
-                          f"over {task})") from None
-    return merged

@@ -28,13 +28,26 @@ CELLS = [(m, s) for m in ("gpt", "lstm", "retran") for s in ("small", "medium", 
 
 
 def workspace(checkout: Path, ws: Path, steps: int, batch: int) -> Path:
-    """A scratch directory with the checkout's params.yaml, cut to `steps` steps of `batch`."""
+    """A scratch directory with the checkout's params at the paper's expression lengths and the
+    cpu profile's loop, cut to `steps` steps of `batch`. Reads either layout of params.yaml: a
+    block per task composed from conf/, or the older one with every profile under `profiles`."""
     ws.mkdir()
     params = yaml.safe_load((checkout / "params.yaml").read_text())
-    params.update(profile="cpu", device="cpu", precision="fp32", compile=False, seeds=[0])
-    prof = params["profiles"]["cpu"]["expr"]
-    prof["data"] = {"n_train": steps * batch, "n_valid": 256, "n_test": 64, "n_ood": 64}
-    prof["train"].update(batch_size=batch, epochs=1, val_every=0, checkpoint_every=10 * steps)
+    counts = {"n_train": steps * batch, "n_valid": 256, "n_test": 64, "n_ood": 64}
+    budget = {"batch_size": batch, "epochs": 1, "val_every": 0, "checkpoint_every": 10 * steps}
+    if "profiles" in params:
+        params.update(profile="cpu", seeds=[0])
+        prof = params["profiles"]["cpu"]["expr"]
+        prof["data"] = counts
+        prof["train"].update(budget)
+    else:  # the paper profile holds the source's lengths; its expr loop is the cpu profile's
+        run(checkout, ws, ["compose-params", "profile=paper", "--conf",
+                           str(checkout.resolve() / "conf")], None)
+        params = yaml.safe_load((ws / "params.yaml").read_text())
+        params["expr"]["data"].update(counts)
+        params["expr"]["train"].update(budget)
+        params["expr"]["seeds"] = [0]
+    params.update(device="cpu", precision="fp32", compile=False)
     (ws / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     return ws
 

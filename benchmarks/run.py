@@ -106,10 +106,8 @@ def loop_step(params, model: str, size: str, batch: int, repeats: int) -> float:
 
     from arithrepro.tasks.registry import TASKS
 
-    p = {**params, "profile": "cpu"}
-    p["profiles"] = {**p["profiles"], "cpu": {**p["profiles"]["cpu"], "expr": {
-        **p["profiles"]["cpu"]["expr"], "train": {**p["profiles"]["cpu"]["expr"]["train"],
-                                                  "batch_size": batch}}}}
+    p = {**params, "expr": {**params["expr"], "train": {**params["expr"]["train"],
+                                                        "batch_size": batch}}}
     arch, cfg = TASKS["expr"].cell(p, model, size, 0, "fp32")
     torch.manual_seed(0)
     net = build_model(model, arch["size"], dropout=arch["dropout"], **arch["dims"])
@@ -227,7 +225,7 @@ def main() -> None:
     ap.add_argument("--only", default="steps,mfu,retran,decode,dropout,gen,abacus,modular,compile")
     args = ap.parse_args()
     params = yaml.safe_load(open(args.params))
-    batch = args.batch or params["profiles"]["cpu"]["expr"]["train"]["batch_size"]
+    batch = args.batch or params["expr"]["train"]["batch_size"]
     only = set(args.only.split(","))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     peak = matmul_peak(args.repeats) if only & {"steps", "mfu", "modular"} else None

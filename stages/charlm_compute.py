@@ -14,7 +14,7 @@ def charlm_compute(params_path: str) -> None:
     """The compute table: FLOPs and sequential matmuls to generate and to train on T tokens,
     by the source's formulas and as counted, beside measured seconds per token.
 
-    Reads params: profile, device, charlm.{models,runs,compute} (merged with the profile's; T = each
+    Reads params: device, charlm.{models,runs,compute} (T = each
     seq_length of the runs) and data/charlm/meta.json (the vocabulary size). Models are built
     untrained: the cost does not depend on the weights. Writes metrics/charlm/compute.csv and
     metrics/charlm/compute.md.
@@ -28,10 +28,10 @@ def charlm_compute(params_path: str) -> None:
     from arithrepro.models.registry import MODELS, build_model
     from arithrepro.models.lm import count_params
     from arithrepro.report.charlm_figures import compute_markdown
-    from arithrepro.tasks.charlm import TASK, merged, read_corpus
+    from arithrepro.tasks.charlm import TASK, read_corpus
 
     params = config.load(params_path)
-    m = merged(params)
+    m = params["charlm"]
     _, vocab, _ = read_corpus(paths.data("charlm"))
     device = config.device_of(params)
     lengths = sorted({r["seq_length"] for r in m["runs"]})

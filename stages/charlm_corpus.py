@@ -13,17 +13,17 @@ from arithrepro.stages.common import done, friendly_errors, params_option, paths
 def charlm_corpus(params_path: str) -> None:
     """Build the corpus and its vocabulary.
 
-    Reads params: profile, charlm.corpus (merged with profiles.<profile>.charlm.corpus). Writes
+    Reads params: charlm.corpus. Writes
     data/charlm/corpus.txt and data/charlm/meta.json (source, characters, vocabulary).
     """
     import hashlib
 
     from arithrepro import config
     from arithrepro.io import write_json, write_text
-    from arithrepro.tasks.charlm import Vocab, build_corpus, merged
+    from arithrepro.tasks.charlm import Vocab, build_corpus
 
     params = config.load(params_path)
-    c = merged(params)["corpus"]
+    c = params["charlm"]["corpus"]
     text = build_corpus(c)
     vocab = Vocab.of(text)
     out = paths.data("charlm")

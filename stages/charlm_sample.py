@@ -13,7 +13,7 @@ from arithrepro.stages.common import done, friendly_errors, params_option, paths
 def charlm_sample(params_path: str) -> None:
     """Sample text from every trained run and draw the transformers' first-layer attention.
 
-    Reads params: profile, charlm.{runs,sample,attention} (merged with the profile's),
+    Reads params: charlm.{runs,sample,attention},
     runs/charlm/models/, data/charlm/meta.json. Writes metrics/charlm/samples.md (per run: the
     prompt and `chars` characters drawn from softmax(logits / temperature), seeded) and
     plots/charlm/attention/<run>.png (the first layer's heads for the attention prompt).
@@ -27,10 +27,10 @@ def charlm_sample(params_path: str) -> None:
     from arithrepro.io import write_text
     from arithrepro.models.registry import MODELS, load_model
     from arithrepro.report.plotting import STYLE, attention_grid, pyplot, save
-    from arithrepro.tasks.charlm import merged, read_corpus, runs
+    from arithrepro.tasks.charlm import read_corpus, runs
 
     params = config.load(params_path)
-    m = merged(params)
+    m = params["charlm"]
     s, prompt_a = m["sample"], m["attention"]["prompt"]
     _, vocab, meta = read_corpus(paths.data("charlm"))
     prompt = vocab.encode(s["prompt"], "charlm.sample.prompt")   # both checked before any work

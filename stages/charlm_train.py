@@ -1,7 +1,4 @@
-"""charlm-train: every run of the profile in one stage.
-
-charlm-train trains all the profile's runs in one stage (the run list depends on the profile,
-which DVC cannot interpolate into a matrix). Each run is memoized by content in
+"""charlm-train: every run of charlm.runs in one stage. Each run is memoized by content in
 runs/charlm/cells/<fingerprint> (its architecture, schedule, training settings, the corpus and
 the training code), so a change to one model's settings retrains that model's runs only.
 """
@@ -27,10 +24,10 @@ MEMO = (("task", "model", "seed", "best_val_loss"),
 @params_option
 @friendly_errors
 def charlm_train(params_path: str) -> None:
-    """Train every charlm run of the profile (models x seq_lengths).
+    """Train every charlm run (models x seq_lengths x seeds).
 
-    Reads params: profile, device, precision, compile, charlm.{models,runs,seeds,train,corpus}
-    (merged with profiles.<profile>.charlm), data/charlm/.
+    Reads params: device, precision, compile, charlm.{models,runs,seeds,train,corpus};
+    data/charlm/.
     Writes per run `<model>-s<seq_length>-<seed>`:
     metrics/charlm/runs/<run>.json (final and best validation loss, bits per character,
     parameters, train_seconds, tokens/s), plots/charlm/curves/<run>.tsv (training loss per
@@ -39,10 +36,10 @@ def charlm_train(params_path: str) -> None:
     (loss, learning rate, validation) grow in runs/charlm/cells/<fingerprint>/live/.
     """
     from arithrepro import config
-    from arithrepro.tasks.charlm import merged, read_corpus, runs
+    from arithrepro.tasks.charlm import read_corpus, runs
 
     params = config.load(params_path)
-    m = merged(params)
+    m = params["charlm"]
     text, vocab, meta = read_corpus(paths.data("charlm"))
     device, precision = config.placement(params, "charlm")
     memo = Memo("charlm", CODE, *MEMO, outs={

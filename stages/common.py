@@ -193,11 +193,9 @@ def fingerprint(*parts) -> str:
 
 
 def data_params(params: dict, task: str) -> dict:
-    """A grid task's data keys as its stages read them: <task>.data under the profile's data
-    block (the params a record's hash covers, beside the model and the loop)."""
-    from arithrepro.config import profile_block
-
-    return {**params[task].get("data", {}), **profile_block(params, task).get("data", {})}
+    """A grid task's data keys, <task>.data (the params a record's hash covers, beside the model
+    and the loop)."""
+    return params[task]["data"]
 
 
 def memo_finished(cell: Path, keys: tuple[str, ...], tables: dict[str, tuple[str, ...]]) -> bool:

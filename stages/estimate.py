@@ -12,7 +12,7 @@ from typing import Callable
 import click
 
 from arithrepro.device import resolve_device, resolve_precision
-from arithrepro.stages.common import TaskName, friendly_errors, params_option
+from arithrepro.stages.common import TaskName, friendly_errors
 
 # The charlm timing corpus: random characters, as the real corpus (TinyStories) may be out of
 # reach; the vocabulary only sizes the embedding and the output layer.
@@ -30,9 +30,12 @@ class Job:
 
 
 @click.command("estimate")
-@params_option
+@click.option("--conf", "conf_dir", default="conf", show_default=True,
+              type=click.Path(file_okay=False), help="The params' source (config.yaml, profile/).")
 @click.option("--profile", "profiles", multiple=True,
-              help="A profile to project (repeatable). Default: every profile in params.")
+              help="A profile to project (repeatable). Default: every profile in conf/profile/.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="An override on every profile, as `dvc exp run -S` takes it (repeatable).")
 @click.option("--task", "tasks", multiple=True,
               type=TaskName(check=True),
               help="Only these tasks (repeatable). Default: all.")
@@ -43,25 +46,29 @@ class Job:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Also write the projections here as JSON.")
 @friendly_errors
-def estimate(params_path: str, profiles: tuple, tasks: tuple, steps: int, warmup: int,
-             json_path: str | None) -> None:
+def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, steps: int,
+             warmup: int, json_path: str | None) -> None:
     """Time a few training steps of every run shape of each profile on this machine (the
     params' device, precision and compile) and print the projected training time of every run,
     task and profile: one device, one run at a time. Counts training steps and validation
     passes; not data generation, evaluation or DVC's own time.
 
-    Reads params (profiles.<p>.*, the tasks' blocks, models.*); writes nothing but --json.
+    Reads each profile's params, composed from conf/ as `dvc exp run -S profile=<p>` composes
+    them; writes nothing but --json.
     """
     from arithrepro import config
     from arithrepro.estimate import Projection, Timing, hours, time_steps, validations
     from arithrepro.io import write_json
     from arithrepro.tasks.registry import TASKS
 
-    params = config.load(params_path)
+    known = config.profiles(conf_dir)
     for p in profiles:
-        if p not in params["profiles"]:
-            raise config.ParamsError(f"profiles.{p}: not in {params_path} (--profile {p}); "
-                                     f"allowed: {', '.join(params['profiles'])}")
+        if p not in known:
+            raise config.ParamsError(f"--profile {p}: not in {conf_dir}/profile/; "
+                                     f"allowed: {', '.join(known)}")
+    composed = {p: config.compose([f"profile={p}", *overrides], conf_dir)
+                for p in profiles or known}
+    params = next(iter(composed.values()))
     device = resolve_device(params["device"])
     precisions = {t: resolve_precision(params["precision"], device, task.precision)
                   for t, task in TASKS.items()}
@@ -69,8 +76,7 @@ def estimate(params_path: str, profiles: tuple, tasks: tuple, steps: int, warmup
              f"{'compiled' if params['compile'] else 'eager'}")
     timings: dict[str, Timing] = {}
     report, out = [], {}
-    for profile in profiles or list(params["profiles"]):
-        p = config.with_profile(params, profile)
+    for profile, p in composed.items():
         rows = []
         for job in _jobs(p, tasks or tuple(TASKS), device, precisions):
             net, batches, cfg, validation = job.build()
@@ -121,7 +127,7 @@ def _precision_note(precisions: dict) -> str:
 
 
 def _jobs(params: dict, tasks, device: str, precisions: dict):
-    """Every run shape of the params' profile, task by task."""
+    """Every run shape of the params, task by task."""
     from arithrepro.tasks.registry import TASKS
 
     for task in tasks:
@@ -139,7 +145,7 @@ def _grid_jobs(params: dict, task: str, device: str, precision: str):
     from arithrepro.tasks.registry import TASKS
 
     t, seed = TASKS[task], params[task]["seeds"][0]
-    batch = params["profiles"][params["profile"]][task]["train"]["batch_size"]
+    batch = params[task]["train"]["batch_size"]
     for model in params[task]["models"]:
         for size in params[task]["sizes"]:
             arch, cfg = TASKS[task].cell(params, model, size, seed, precision)
@@ -163,10 +169,10 @@ def _grid_jobs(params: dict, task: str, device: str, precision: str):
 
 def _modular_jobs(params: dict, device: str, precision: str):
     from arithrepro.estimate import time_call
-    from arithrepro.tasks.modular import cell as study_cell, merged, study_runs
+    from arithrepro.tasks.modular import cell as study_cell, study_runs
 
     cells = {}  # the stage's memo trains a (model, seed, configuration) once across studies
-    for study in merged(params)["studies"]:
+    for study in params["modular"]["studies"]:
         for run in study_runs(params, study):
             config = {k: v for k, v in run.config.items() if k != "checkpoint_every"}
             cells.setdefault(json.dumps([run.model, config], sort_keys=True), {}).setdefault(run.seed, run)
@@ -199,9 +205,9 @@ def _charlm_jobs(params: dict, device: str, precision: str):
 
     from arithrepro.estimate import forward_seconds
 
-    from arithrepro.tasks.charlm import merged, runs, setup_run
+    from arithrepro.tasks.charlm import runs, setup_run
 
-    m = merged(params)
+    m = params["charlm"]
     ids = torch.randint(CHARLM_VOCAB, (m["corpus"]["chars"],),
                         generator=torch.Generator().manual_seed(0))
     seen = {}  # model names sharing an architecture share one trained run (the stage's memo)

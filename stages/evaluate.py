@@ -17,7 +17,7 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     decodes the digits x digits grid at each inference recurrence count; looped classifies
     every position at each evaluation length.
 
-    Reads params: profile, device, profiles.<profile>.<task>.{eval,data}, the task's data keys;
+    Reads params: device, <task>.{eval,data};
     runs/<task>/<cell>/{model.pt,train.json}; data/<task>/.
     Writes metrics/<task>/runs/<cell>.json (the run's record: params, accuracies,
     best_val_loss, train_seconds, ...) and plots/<task>/eval/<cell>.csv.
@@ -49,7 +49,7 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     record = dict(read_json(summary, ("task", "model", "size", "seed")))
     origin = record.pop("provenance", {})  # the training's, put back last beside this run's
     # scoring runs without autocast, in fp32 whatever the training's precision
-    origin["evaluate"] = provenance({"eval": config.profile_block(params, task).get("eval"),
+    origin["evaluate"] = provenance({"eval": params[task]["eval"],
                                      "data": data_params(params, task)},
                                     device=device, precision="fp32")
     t0 = time.perf_counter()

@@ -16,7 +16,7 @@ from arithrepro.stages.common import TaskName, done, friendly_errors, params_opt
 def generate_datasets(params_path: str, task: str) -> None:
     """Generate a task's datasets, deterministic from their seeds.
 
-    Reads params: profile, profiles.<profile>.<task>.data, <task>.data.
+    Reads params: <task>.data.
     Writes data/<task>/ (expr: {train,valid,test,ood}.parquet, lengths.csv, meta.json;
     abacus: {grid,valid}.parquet, meta.json; looped: {eval,valid}.parquet, meta.json).
     """

@@ -13,7 +13,7 @@ from arithrepro.stages.common import done, friendly_errors, params_option, paths
 def modular_attention(params_path: str) -> None:
     """Draw the attention weights of every layer and head for each chosen sample.
 
-    Reads params: profile, modular.attention (study, model, samples) and the study's settings;
+    Reads params: modular.attention (study, model, samples) and the study's settings;
     metrics/modular/runs/<study>/ (to pick the run of `model` with the best validation accuracy,
     then the lowest validation loss) and runs/modular/<study>/<cell>.pt. Writes
     plots/modular/attention/sample<i>.png: a grid of maps, rows = layers, columns = heads, both
@@ -25,10 +25,10 @@ def modular_attention(params_path: str) -> None:
     from arithrepro.io import read_json
     from arithrepro.models.registry import load_model
     from arithrepro.report.plotting import STYLE, attention_grid, pyplot, save
-    from arithrepro.tasks.modular import encode, merged, study_runs
+    from arithrepro.tasks.modular import encode, study_runs
 
     params = config.load(params_path)
-    a = merged(params)["attention"]
+    a = params["modular"]["attention"]
     runs = [r for r in study_runs(params, a["study"]) if r.model == a["model"]]
     if not runs:
         raise config.ParamsError(f"modular.attention.model = {a['model']!r}: no such run in the "

@@ -1,8 +1,6 @@
 """modular-study: every cell of one modular study (models x swept values x seeds).
 
-A study is one stage, not a matrix of cells: its lists depend on the profile (which DVC cannot
-interpolate into a matrix), and a cell of the cpu profile trains in seconds, less than a stage
-process takes to start. Each cell is memoized by content in runs/modular/cells/<fingerprint>
+Each cell is memoized by content in runs/modular/cells/<fingerprint>
 (the configuration, the seed and the training code): a study re-run after one value changed
 trains only that value, a cell shared by two studies (sanity and data at the same r_train)
 trains once, and a killed cell resumes from its checkpoint.
@@ -34,9 +32,8 @@ MEMO = (("task", "model", "seed", "val_acc", "val_loss"),
 def modular_study(params_path: str, study: str) -> None:
     """Train and score every cell of a modular study.
 
-    Reads params: profile, device, precision, compile,
-    modular.{models,seeds,base,studies.<study>} and
-    profiles.<profile>.modular (merged over them). Writes, per cell
+    Reads params: device, precision, compile, modular.{models,seeds,base,studies.<study>}.
+    Writes, per cell
     `<model>-<study>[.<swept values>]-<seed>`: metrics/modular/runs/<study>/<cell>.json (the run's
     metrics), plots/modular/curves/<study>/<cell>.csv (loss, accuracy, per-order accuracy and
     parameter norm on the full train and validation sets, every eval_every steps),

@@ -18,8 +18,7 @@ from arithrepro.stages.common import (cell_options, data_params, done, friendly_
 def train(params_path: str, task: str, model: str, size: str, seed: int) -> None:
     """Train one model of the grid; resume from its checkpoint if a run was cut short.
 
-    Reads params: profile, device, precision, compile, <task>.train,
-    profiles.<profile>.<task>.{train,model}, models.<model>.{lr,dropout,micro_batches},
+    Reads params: device, precision, compile, <task>.{train,model}, models.<model>.{lr,dropout,micro_batches},
     models.<model>.sizes.<size>, and the task's data keys (dvc.yaml lists them exactly);
     and data/<task>/ (expr: {train,valid}.parquet; abacus, looped: valid.parquet; meta.json).
     Writes runs/<task>/<model>-<size>-<seed>/{model.pt,train.json} and, while the run goes on,
@@ -94,13 +93,11 @@ def _join_world(device: str) -> tuple[int, int, str]:
 
 
 def _cell_params(params: dict, task: str, arch: dict, cfg) -> dict:
-    """The params a cell's result depends on: the model, the loop, the profile's budget (batch
-    size, epochs or steps) and the data."""
+    """The params a cell's result depends on: the model, the loop, its budget (batch size,
+    epochs or steps) and the data."""
     from dataclasses import asdict
 
-    from arithrepro import config
-
-    return {"arch": arch, "loop": asdict(cfg), "budget": config.profile_block(params, task)["train"],
+    return {"arch": arch, "loop": asdict(cfg), "budget": params[task]["train"],
             "data": data_params(params, task)}
 
 

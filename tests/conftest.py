@@ -25,11 +25,16 @@ def params(_loaded_params) -> dict:
     return copy.deepcopy(_loaded_params)
 
 
+@pytest.fixture(scope="session")
+def _smoke_params() -> dict:
+    return config.compose(["profile=smoke"], ROOT / "conf")
+
+
 @pytest.fixture
-def smoke_params(params) -> dict:
-    """params.yaml switched to the smoke profile, as `dvc exp run -S profile=smoke` composes it;
-    a copy the test may change."""
-    return config.with_profile(params, "smoke")
+def smoke_params(_smoke_params) -> dict:
+    """The smoke profile's params, as `dvc exp run -S profile=smoke` composes them; a copy the
+    test may change."""
+    return copy.deepcopy(_smoke_params)
 
 
 # A few dozen problems, enough for a training run of a few steps and an evaluation.
@@ -37,9 +42,9 @@ TINY_EXPR = {"n_train": 96, "n_valid": 16, "n_test": 16, "n_ood": 16}
 
 
 @pytest.fixture(scope="session")
-def _tiny_expr(tmp_path_factory, _loaded_params):
-    params = config.with_profile(copy.deepcopy(_loaded_params), "smoke")
-    params["profiles"]["smoke"]["expr"]["data"].update(TINY_EXPR)
+def _tiny_expr(tmp_path_factory, _smoke_params):
+    params = copy.deepcopy(_smoke_params)
+    params["expr"]["data"].update(TINY_EXPR)
     params["expr"]["data"]["workers"] = 1  # generated in this process: no worker processes
     data_dir = tmp_path_factory.mktemp("expr-data")
     from arithrepro.tasks.registry import TASKS

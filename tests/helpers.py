@@ -110,3 +110,15 @@ def brute_force(model, prompt: torch.Tensor, max_new: int, stop: int) -> list[in
         if nxt == stop:
             break
     return out + [stop] * (max_new - len(out))
+
+
+def overridden(block: dict, over: dict) -> dict:
+    """block with over's keys replacing its own, mappings merged key by key and lists replaced:
+    what a profile file or `-S key=value` does to a block when params.yaml is composed."""
+    import copy
+
+    out = copy.deepcopy(block)
+    for k, v in over.items():
+        out[k] = overridden(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) \
+            else copy.deepcopy(v)
+    return out

@@ -124,9 +124,8 @@ def test_a_good_checkpoint_still_resumes(tmp_path, fresh):
 # --- stages on a tiny workspace (smoke profile) ----------------------------------------------
 
 def write_params(dest: Path) -> None:
-    params = config.with_profile(config.load(ROOT / "params.yaml"), "smoke")
-    params["profiles"]["smoke"]["charlm"]["runs"] = [{"seq_length": 16, "steps": 6,
-                                                      "models": ["rnn"]}]
+    params = config.compose(["profile=smoke"], ROOT / "conf")
+    params["charlm"]["runs"] = [{"seq_length": 16, "steps": 6, "models": ["rnn"]}]
     (dest / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from arithrepro import config
 from arithrepro.cost import formulas, measure
+from tests.helpers import overridden
 from arithrepro.models.registry import MODELS
 from arithrepro.tasks import charlm
 from arithrepro.tasks.charlm import (Data, Vocab, arithmetic_text, build_corpus, chunk, file_text,
@@ -173,9 +174,8 @@ def test_counted_flops_include_the_head_and_attention():
 
 
 def _params(**charlm_over):
-    params = config.load("params.yaml")
-    params["profile"] = "smoke"
-    params["profiles"]["smoke"]["charlm"] = charlm_over
+    params = config.compose(["profile=smoke"])
+    params["charlm"] = overridden(params["charlm"], charlm_over)
     return params
 
 
@@ -186,7 +186,7 @@ def _params(**charlm_over):
      "charlm.attention.prompt: 30 characters, longer than transformer-1-s20-0's block of 20"),
     ({"corpus": {"source": "file"}}, "charlm.corpus.path: missing"),
     ({"models": {"gru": {"model": "lstm"}}}, "charlm.models.gru.model = 'lstm'"),
-    ({"models": {"transformer-1": {"heads": 3}}}, "charlm.models.transformer-1.d_model = 128: expected a multiple of heads"),
+    ({"models": {"transformer-1": {"heads": 3}}}, "charlm.models.transformer-1.d_model = 16: expected a multiple of heads"),
     ({"sample": {"temperature": 0}}, "charlm.sample.temperature = 0"),
     ({"corpus": {"source": "web"}}, "charlm.corpus.source = 'web'"),
 ])
@@ -202,10 +202,9 @@ def test_an_architecture_names_its_missing_field():
         config.validate(params)
 
 
-def test_profiles_merge_over_the_top_level():
-    params = config.load("params.yaml")
-    params["profile"] = "paper"
-    m = charlm.merged(params)
+def test_the_paper_profile_is_the_source_on_tinystories():
+    params = config.compose(["profile=paper"])
+    m = params["charlm"]
     assert m["corpus"]["source"] == "tinystories" and m["corpus"]["chars"] == 10_000_000
     assert [r.name for r in charlm.runs(params)][:2] == ["rnn-s20-0", "multi-rnn-s20-0"]
     assert {(r.seq_length, r.steps) for r in charlm.runs(params)} == {(20, 2000), (100, 3000)}
@@ -218,9 +217,8 @@ def _corpus_stage(tmp_path, corpus: dict):
 
     from arithrepro.stages.charlm_corpus import charlm_corpus
 
-    params = config.load("params.yaml")
-    params["profile"] = "smoke"
-    params["profiles"]["smoke"]["charlm"]["corpus"] = corpus
+    params = config.compose(["profile=smoke"])
+    params["charlm"]["corpus"] = overridden(params["charlm"]["corpus"], corpus)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
     cwd = os.getcwd()
     os.chdir(tmp_path)

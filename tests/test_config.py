@@ -1,6 +1,7 @@
 """params.yaml validation: one line naming the key, the value and what is allowed; nothing written."""
 
 import copy
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,20 +22,34 @@ def mutated(change):
 
 
 def test_the_shipped_params_are_valid():
-    assert config.load(ROOT / "params.yaml")["profile"] in config.PROFILES
+    assert config.load(ROOT / "params.yaml")["profile"] in config.profiles(ROOT / "conf")
+
+
+def test_every_profile_composes_to_valid_params():
+    assert set(config.validate_profiles(ROOT / "conf")) == {"smoke", "cpu", "paper"}
+
+
+def test_a_bad_value_in_a_profile_names_the_key_and_the_composition(tmp_path):
+    shutil.copytree(ROOT / "conf", tmp_path / "conf")
+    cpu = tmp_path / "conf" / "profile" / "cpu.yaml"
+    cpu.write_text(cpu.read_text().replace("batch_size: 256", "batch_size: 2.5"))
+    with pytest.raises(config.ParamsError) as err:
+        config.validate_profiles(tmp_path / "conf")
+    assert str(err.value) == ("expr.train.batch_size = 2.5: expected an integer >= 1 (composed from "
+                              f"{tmp_path / 'conf'}/ with profile=cpu)")
 
 
 @pytest.mark.parametrize("change,message", [
     (lambda p: p["models"]["gpt"].update(lr="0.02"), "models.gpt.lr = '0.02': expected a number > 0"),
     (lambda p: p["models"]["gpt"].update(lr=-1), "models.gpt.lr = -1: expected a number > 0"),
-    (lambda p: p.update(profile="gpu"), "profile = 'gpu': expected one of smoke, cpu, paper"),
+    (lambda p: p.update(profile="GPU!"), "profile = 'GPU!': expected a profile name"),
     (lambda p: p.update(compile="fast"), "compile = 'fast': expected false, true, reduce-overhead or max-autotune"),
     (lambda p: p["models"]["gpt"].update(micro_batches=0), "models.gpt.micro_batches = 0: expected an integer"),
     (lambda p: p["expr"].update(models=["gpt", "rnn"]), "expr.models[1] = 'rnn': expected one of"),
     (lambda p: p["expr"].update(sizes=["huge"]), "expr.sizes: 'huge' is not a size of gpt"),
     (lambda p: p["models"]["lstm"].update(dropout=1.0), "models.lstm.dropout = 1.0: expected a number in [0, 1)"),
-    (lambda p: p["profiles"]["cpu"]["expr"]["train"].update(batch_size=2.5),
-     "profiles.cpu.expr.train.batch_size = 2.5: expected an integer >= 1"),
+    (lambda p: p["expr"]["train"].update(batch_size=2.5),
+     "expr.train.batch_size = 2.5: expected an integer >= 1"),
     (lambda p: p["models"]["gpt"]["sizes"]["small"].update(heads=5), "models.gpt.sizes.small.d_sa = 32"),
     (lambda p: p["models"]["gpt"].update(lrr=1), "models.gpt.lrr: unknown key; allowed: lr, dropout, micro_batches, sizes"),
     (lambda p: p["expr"]["train"].pop("loss_on"), "expr.train.loss_on: missing"),
@@ -43,15 +58,17 @@ def test_the_shipped_params_are_valid():
     (lambda p: p["abacus"]["train"].update(progressive="yes"), "abacus.train.progressive = 'yes': expected true or false"),
     (lambda p: p["abacus"].update(models=["gpt"]), "abacus.models[0] = 'gpt': expected one of abacus"),
     (lambda p: p["looped"].update(models=["abacus"]), "looped.models[0] = 'abacus': expected one of standard, looped"),
-    (lambda p: p["profiles"]["cpu"]["abacus"]["model"].update(heads=5), "profiles.cpu.abacus.model.d_model = 64: expected a multiple of heads (5)"),
-    (lambda p: p["profiles"]["cpu"]["abacus"]["data"].update(grid_max=5), "profiles.cpu.abacus.data.grid_max = 5: expected > max_digits"),
-    (lambda p: p["profiles"]["cpu"]["abacus"]["data"].update(diagonal=[3]), "profiles.cpu.abacus.data.diagonal = [3]: expected lengths > grid_max"),
-    (lambda p: p["profiles"]["cpu"]["abacus"]["train"].update(lr="fast"), "profiles.cpu.abacus.train.lr = 'fast': expected a number > 0"),
+    (lambda p: p["abacus"]["model"].update(heads=5), "abacus.model.d_model = 64: expected a multiple of heads (5)"),
+    (lambda p: p["abacus"]["data"].update(grid_max=5), "abacus.data.grid_max = 5: expected > max_digits"),
+    (lambda p: p["abacus"]["data"].update(diagonal=[3]), "abacus.data.diagonal = [3]: expected lengths > grid_max"),
+    (lambda p: p["abacus"]["train"].update(lr=0.1), "abacus.train.lr: unknown key"),
+    (lambda p: p["abacus"]["eval"].pop("recurrences"), "abacus.eval.recurrences: missing"),
     (lambda p: p["looped"]["data"].update(eval_digits=[8, 200]), "looped.data.max_positions = 100: expected >= 201"),
     (lambda p: p["looped"]["data"].update(variant="hex"), "looped.data.variant = 'hex': expected one of decimal, binary"),
     (lambda p: p["abacus"].update(seeds=[0, 0]), "abacus.seeds = [0, 0]: expected a list without repeats"),
-    (lambda p: p["expr"]["data"].update(ood_min_in=20), "expr.data.ood_min_in = 20: expected > expr.data.max_in"),
-    (lambda p: p["profiles"]["paper"].update(chess={}), "profiles.paper.chess: unknown key"),
+    (lambda p: p["expr"]["data"].update(ood_min_in=5), "expr.data.ood_min_in = 5: expected > expr.data.max_in"),
+    (lambda p: p.update(chess={}), "chess: unknown key"),
+    (lambda p: p.update(profiles={}), "profiles: unknown key"),
 ])
 def test_bad_values_are_named(change, message):
     with pytest.raises(config.ParamsError) as err:

@@ -12,6 +12,7 @@ import torch
 import torch_optimizer
 import yaml
 
+from arithrepro import config
 from arithrepro.device import autocast
 from arithrepro.decoding import greedy_decode
 from arithrepro.models.registry import build_model
@@ -80,7 +81,7 @@ def test_greedy_decoding_on_cuda_equals_the_cpu(name):
 
 
 def test_torchrun_one_process_nccl(tmp_path):
-    params = {**PARAMS, "profile": "smoke", "device": "cuda"}
+    params = {**config.compose(["profile=smoke"], ROOT / "conf"), "device": "cuda"}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     bin_dir = Path(sys.executable).parent
     run = lambda *a: subprocess.run(list(a), cwd=tmp_path, capture_output=True, text=True,

@@ -16,6 +16,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import yaml
 
+from arithrepro import config
 from arithrepro.train import TrainConfig
 from tests.helpers import run
 
@@ -79,8 +80,7 @@ def test_a_run_killed_under_two_processes_resumes_in_one(tmp_path):
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs the checkout")
 def test_torchrun_train_matches_a_single_process(tmp_path):
     """`torchrun --nproc-per-node 2 ... train` on the smoke expr data, against `train`."""
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["profile"] = "smoke"
+    params = config.compose(["profile=smoke"], ROOT / "conf")
     params["models"]["lstm"]["dropout"] = 0.0  # dropout draws differ per rank by design
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -77,7 +77,7 @@ def test_expr_batches_without_files_have_the_real_runs_shape(tmp_path, smoke_par
 def test_estimate_projects_every_task_of_the_smoke_profile(tmp_path, smoke_params):
     out = tmp_path / "estimate.json"
     result = CliRunner().invoke(estimate_command, [
-        "--params", str(ROOT / "params.yaml"), "--profile", "smoke", "--steps", "1",
+        "--conf", str(ROOT / "conf"), "--profile", "smoke", "--steps", "1",
         "--warmup", "1", "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert "| smoke |" in result.output and "# Projected training time on cpu, fp32, eager" in result.output
@@ -99,20 +99,20 @@ def test_estimate_projects_every_task_of_the_smoke_profile(tmp_path, smoke_param
         f"{m} T=16" for m in ("rnn", "multi-rnn", "gru", "transformer-1", "transformer-8")}
     assert all(r["steps"] == 6 and r["validations"] == 2 for r in by_task["charlm"])
     # modular: each (model, seed, configuration) once, as the study stage's memo trains it
-    from arithrepro.tasks.modular import merged, study_runs
+    from arithrepro.tasks.modular import study_runs
 
     cells = {json.dumps([r.model, r.seed, {k: v for k, v in r.config.items() if k != "checkpoint_every"}],
-                        sort_keys=True) for s in merged(params)["studies"] for r in study_runs(params, s)}
+                        sort_keys=True) for s in params["modular"]["studies"] for r in study_runs(params, s)}
     assert sum(r["runs"] for r in by_task["modular"]) == len(cells) < 22
 
 
 def test_estimate_refuses_an_unknown_profile():
-    result = CliRunner().invoke(estimate_command, ["--params", str(ROOT / "params.yaml"),
+    result = CliRunner().invoke(estimate_command, ["--conf", str(ROOT / "conf"),
                                                    "--profile", "gpu"])
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1] == (
-        f"error: params: profiles.gpu: not in {ROOT / 'params.yaml'} (--profile gpu); "
-        "allowed: smoke, cpu, paper")
+        f"error: params: --profile gpu: not in {ROOT / 'conf'}/profile/; "
+        "allowed: cpu, paper, smoke")
 
 
 def test_grid_cells_are_timed_with_their_own_loop_config(smoke_params):
@@ -125,4 +125,4 @@ def test_grid_cells_are_timed_with_their_own_loop_config(smoke_params):
     assert arch["dims"] == TASKS["abacus"].dims(params)
     batches = TASKS["abacus"].sample_batches(params, 0, "cpu")
     assert isinstance(batches, StreamBatches)
-    assert batches.steps == params["profiles"]["smoke"]["abacus"]["train"]["steps"]
+    assert batches.steps == params["abacus"]["train"]["steps"]

@@ -65,19 +65,16 @@ def test_score_is_exact_match_including_stop():
     assert TASK.score(split, generated).tolist() == [True, False, False, True]
 
 
-def test_a_profile_narrows_the_length_range_and_is_checked(params):
+def test_the_length_range_sizes_the_model_and_is_checked(params):
     from arithrepro import config
-    from arithrepro.tasks.expr import data_params
 
-    paper = data_params(params, "paper")
+    paper = config.compose(["profile=paper"])["expr"]["data"]
     assert (paper["min_in"], paper["max_in"], paper["max_out"]) == (8, 30, 5)  # the source's
     p = params  # a copy of its own
-    p["profiles"]["cpu"]["expr"]["data"].update(max_in=12, ood_min_in=13, ood_max_in=16)
-    cpu = data_params(p, "cpu")
-    assert (cpu["max_in"], cpu["ood_min_in"], cpu["ood_max_in"]) == (12, 13, 16)
-    assert TASK.dims({**p, "profile": "cpu"})["max_len"] == 16 + cpu["max_out"] + 3
-    assert TASK.generate_count({**p, "profile": "cpu"}) == sum(
-        p["profiles"]["cpu"]["expr"]["data"][k] for k in ("n_train", "n_valid", "n_test", "n_ood"))
-    p["profiles"]["cpu"]["expr"]["data"]["ood_min_in"] = 12
-    with pytest.raises(config.ParamsError, match=r"ood_min_in = 12: .*profiles\.cpu\.expr\.data"):
+    p["expr"]["data"].update(max_in=12, ood_min_in=13, ood_max_in=16)
+    cpu = p["expr"]["data"]
+    assert TASK.dims(p)["max_len"] == 16 + cpu["max_out"] + 3
+    assert TASK.generate_count(p) == sum(cpu[k] for k in ("n_train", "n_valid", "n_test", "n_ood"))
+    p["expr"]["data"]["ood_min_in"] = 12
+    with pytest.raises(config.ParamsError, match=r"expr\.data\.ood_min_in = 12: expected > "):
         config.validate(p)

@@ -413,7 +413,7 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     monkeypatch.setitem(sys.modules, "toy_lm", toy)  # forgotten after the test
 
     # params: the expr grid names it; models.toy gives its lr, dropout and a size for each size
-    # the expr grids name (expr.sizes and every profile's)
+    # the expr grid names
     tiny = {"d_model": 8, "layers": 1}
     for p in (params, tiny_expr[0]):
         p["expr"]["models"].append("toy")

@@ -135,9 +135,8 @@ def params():
     return config.load("params.yaml")
 
 
-def test_studies_expand_their_sweeps(params):
-    p = copy.deepcopy(params)
-    p["profile"] = "paper"
+def test_studies_expand_their_sweeps():
+    p = config.compose(["profile=paper"])
     runs = study_runs(p, "size")
     assert len(runs) == 2 * 9 * 2
     assert {r.label for r in runs} == {f"size.L{L}d{d}" for L, d in itertools.product([1, 2, 3], [64, 128, 256])}
@@ -152,11 +151,10 @@ def test_studies_expand_their_sweeps(params):
     assert orders[0].label == "orders" and orders[0].config["p"] == 11
 
 
-def test_the_profile_overrides_key_by_key(params):
-    p = copy.deepcopy(params)
-    p["profile"] = "smoke"
+def test_the_profile_overrides_key_by_key():
+    p = config.compose(["profile=smoke"])
     sanity = study_runs(p, "sanity")
-    assert all(r.config["steps"] == p["profiles"]["smoke"]["modular"]["base"]["steps"] for r in sanity)
+    assert all(r.config["steps"] == 8 for r in sanity)
     assert all(r.config["operator"] == "+" for r in sanity)  # not overridden: the top-level value
     orders = study_runs(p, "orders")[0]
     assert orders.config["orders"] == [2, 3] and orders.config["p"] == 5
@@ -179,8 +177,8 @@ def bad(params, path, value):
     (("modular", "studies", "size", "models"), ["gpt"], "expected one of lstm-std, gpt-sin"),
     (("modular", "attention", "samples"), [[3, 40]], "modular.attention.samples\\[0\\]"),
     (("modular", "attention", "samples"), [[3, 4, 5]], "expected 2 operands below p = 31"),
-    (("profiles", "cpu", "modular", "base", "lr"), -1, "modular.base.lr = -1"),
-    (("profiles", "cpu", "modular", "bogus"), 1, "profiles.cpu.modular.bogus: unknown key"),
+    (("modular", "base", "lr"), -1, "modular.base.lr = -1"),
+    (("modular", "bogus"), 1, "modular.bogus: unknown key"),
     (("modular", "base", "beta2"), 1.0, "modular.base.beta2 = 1.0: expected a number in"),
 ])
 def test_params_errors_name_the_key(params, path, value, message):
@@ -193,13 +191,11 @@ def test_the_modular_task_is_not_a_grid_task(params):
         config.cell(params, "modular", "gpt-sin", "x", 0)
 
 
-def test_params_file_round_trip_keeps_the_spec_defaults():
-    raw = yaml.safe_load(open("params.yaml"))
-    base = raw["modular"]["base"]
+def test_the_paper_profile_keeps_the_sources_defaults():
+    base = config.compose(["profile=paper"])["modular"]["base"]
     assert (base["p"], base["r_train"], base["lr"], base["weight_decay"], base["batch_size"],
             base["steps"], base["warmup_frac"], base["beta2"]) == (31, 0.5, 0.001, 1.0, 512, 10001,
                                                                     0.0, 0.999)
-    assert raw["profiles"]["paper"]["modular"] == {}
 
 
 def test_attention_samples_must_be_samples_of_the_data(params):
@@ -212,9 +208,8 @@ def test_attention_samples_must_be_samples_of_the_data(params):
 def test_the_loop_gets_the_cells_warmup_and_beta2(params):
     from arithrepro.tasks.modular import cell as study_cell
 
-    p = copy.deepcopy(params)
-    p["profile"] = "smoke"
-    p["profiles"]["smoke"]["modular"]["base"].update(warmup_frac=0.25, beta2=0.95, schedule="linear")
+    p = config.compose(["profile=smoke"])
+    p["modular"]["base"].update(warmup_frac=0.25, beta2=0.95, schedule="linear")
     run = study_runs(p, "sanity")[0]
     cfg = study_cell(run, "cpu", "fp32", False)[4]
     assert (cfg.warmup_frac, cfg.beta2, cfg.schedule, cfg.optimizer) == (0.25, 0.95, "linear", "adamw")

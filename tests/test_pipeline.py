@@ -267,7 +267,7 @@ def test_a_pulled_commit_reproduces_without_training(first_run, published):
     gpu = first_run.saved / "gpu"
     for name in ("metrics/headline.json", "metrics/summary.json", "plots/expr/accuracy_vs_params.png"):
         assert (here / name).read_bytes() == (gpu / name).read_bytes(), name
-    out = sh(["dvc", "exp", "run", *SMOKE, "-S", "profiles.smoke.abacus.eval.recurrences=[1,2,3]"],
+    out = sh(["dvc", "exp", "run", *SMOKE, "-S", "abacus.eval.recurrences=[1,2,3]"],
              here)
     assert ran_stages(out) == {"evaluate-abacus@abacus-l2r2-0", "aggregate-tables",
                                "render-figures"}
@@ -337,7 +337,7 @@ def gpt_lr_run(first_run, clone) -> str:
 
 # Each experiment is conf/config.yaml and its own -S (they do not stack), so the later ones
 # repeat this one's.
-SWEEP = [*SMOKE, "-S", "profiles.smoke.modular.studies.data.sweep.r_train=[0.3,0.6]"]
+SWEEP = [*SMOKE, "-S", "modular.studies.data.sweep.r_train=[0.3,0.6]"]
 SAMPLED = [*SWEEP, "-S", "charlm.sample.temperature=0.5"]
 
 
@@ -353,7 +353,7 @@ def sampled_run(sweep_run, clone) -> str:
 
 @pytest.fixture(scope="module")
 def wider_gru_run(sampled_run, clone) -> str:
-    return sh(["dvc", "exp", "run", *SAMPLED, "-S", "profiles.smoke.charlm.models.gru.d_model=24"],
+    return sh(["dvc", "exp", "run", *SAMPLED, "-S", "charlm.models.gru.d_model=24"],
               clone)
 
 
@@ -367,10 +367,10 @@ def test_a_gpt_learning_rate_reruns_the_gpt_cells_only(gpt_lr_run):
 
 
 def test_a_new_sweep_value_trains_that_values_cells_only(sweep_run, clone):
-    """A new value in one modular sweep trains that value's cells only: the other cells, and the
-    other studies (which re-run, as they read the same profile block), come from the memo."""
+    """A new value in one modular sweep trains that value's cells only: the study's other cells
+    come from the memo, and the other studies do not run."""
     assert "modular-study data: 4 cells (2 trained, 2 reused)" in sweep_run
-    assert "modular-study sanity: 2 cells (0 trained, 2 reused)" in sweep_run
+    assert "modular-study@sanity" not in ran_stages(sweep_run)
     assert "lstm-std-data.r0.6-0" in json.loads((clone / "metrics" / "summary.json").read_text())["modular"]
 
 

@@ -1,5 +1,5 @@
-"""One switch picks a profile: params.yaml is conf/config.yaml composed, and the profile decides
-each grid task's sizes and seeds, so DVC's stage list follows it."""
+"""One switch picks a profile: params.yaml is conf/config.yaml composed with one of
+conf/profile/*.yaml and holds that profile's values only, so DVC's stage list follows it."""
 
 import os
 import shutil
@@ -26,28 +26,38 @@ def composed(tmp_path, *overrides) -> dict:
 
 
 def test_params_yaml_is_conf_composed(tmp_path):
-    """The committed params.yaml is what `dvc exp run` would compose (no drift between them)."""
+    """The committed params.yaml is what `dvc exp run` would compose (no drift between them),
+    and says it is generated."""
     assert composed(tmp_path) == yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert (ROOT / "params.yaml").read_text().startswith("# Generated from conf/config.yaml")
 
 
-@pytest.mark.parametrize("profile", config.PROFILES)
-def test_each_profile_composes_its_own_grid(tmp_path, profile):
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
+def test_each_profile_composes_its_own_values_only(tmp_path, profile):
     params = composed(tmp_path, f"profile={profile}")
-    assert params["profile"] == profile
-    for task in ("expr", "abacus", "looped"):
-        block = params["profiles"][profile][task]
-        assert (params[task]["sizes"], params[task]["seeds"]) == (block["sizes"], block["seeds"])
-    assert config.with_profile(yaml.safe_load((ROOT / "params.yaml").read_text()), profile) == params
+    assert params["profile"] == profile and "profiles" not in params
+    assert set(params) == {"profile", "device", "precision", "compile", "models", "expr", "abacus",
+                           "looped", "modular", "charlm"}
+    assert params == config.compose([f"profile={profile}"], ROOT / "conf")
+
+
+def test_a_profile_overrides_key_by_key_and_lists_whole(tmp_path):
+    cpu, paper = (composed(tmp_path, f"profile={p}") for p in ("cpu", "paper"))
+    assert cpu["expr"]["data"]["max_in"] == 8 and paper["expr"]["data"]["max_in"] == 30
+    assert cpu["expr"]["data"]["gen_seed"] == paper["expr"]["data"]["gen_seed"]   # not in cpu.yaml
+    assert cpu["expr"]["sizes"] == ["medium"]
+    assert cpu["modular"]["studies"]["data"]["sweep"]["r_train"] == [0.6, 0.8]
+    assert cpu["models"]["abacus"]["lr"] == 0.003 and paper["models"]["abacus"]["lr"] == 0.0001
 
 
 def test_paper_profile_is_the_sources_abacus(tmp_path):
     params = composed(tmp_path, "profile=paper")
     assert params["abacus"]["sizes"] == ["l8r2", "l1r16"]
     assert params["models"]["abacus"]["sizes"]["l8r2"] == {"block_layers": 8, "recurrences": 2}
-    width = params["profiles"]["paper"]["abacus"]["model"]
+    width = params["abacus"]["model"]
     assert (width["d_model"], width["d_ff"], width["heads"]) == (1024, 2048, 16)
-    assert params["profiles"]["paper"]["abacus"]["eval"]["recurrences"] == [1, 2, 8, 16, 32]
-    data = params["profiles"]["paper"]["abacus"]["data"]
+    assert params["abacus"]["eval"]["recurrences"] == [1, 2, 8, 16, 32]
+    data = params["abacus"]["data"]
     assert (data["max_digits"], data["grid_max"], max(data["diagonal"])) == (20, 40, 100)
     assert params["expr"]["sizes"] == ["small", "medium", "large"]
 
@@ -60,7 +70,7 @@ def test_an_override_rides_on_the_profile(tmp_path):
 def test_an_unknown_profile_or_key_is_one_line_and_writes_nothing(tmp_path):
     out = tmp_path / "params.yaml"
     out.write_text("untouched\n")
-    for override, words in (("profile=gpu", "profiles.gpu"), ("bogus.key=1", "bogus.key")):
+    for override, words in (("profile=gpu", "profile/gpu"), ("bogus.key=1", "bogus.key")):
         result = CliRunner().invoke(compose_params, [override, "--conf", str(ROOT / "conf"),
                                                      "--out", str(out)])
         assert result.exit_code == 2
@@ -100,7 +110,7 @@ def test_dvc_lists_the_paper_cells(tmp_path):
 def test_each_profile_trains_with_its_stated_loop(profile, task, expected):
     from arithrepro.tasks.registry import TASKS
 
-    params = config.with_profile(config.load(ROOT / "params.yaml"), profile)
+    params = config.compose([f"profile={profile}"], ROOT / "conf")
     model = params[task]["models"][-1]
     _, cfg = TASKS[task].cell(params, model, params[task]["sizes"][0], 0, "fp32")
     assert (cfg.optimizer, cfg.schedule, cfg.warmup_frac, cfg.weight_decay,

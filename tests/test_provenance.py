@@ -134,8 +134,7 @@ def _invoke(command, args: list[str]) -> None:
 @pytest.fixture
 def smoke(tmp_path: Path, monkeypatch) -> Path:
     """A workspace with the smoke profile's params.yaml, as the current directory."""
-    params = config.load(Path(__file__).resolve().parents[1] / "params.yaml")
-    params["profile"] = "smoke"
+    params = config.compose(["profile=smoke"], Path(__file__).resolve().parents[1] / "conf")
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
     monkeypatch.chdir(tmp_path)
     return tmp_path

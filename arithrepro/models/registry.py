@@ -2,7 +2,7 @@
 
 A builder is called as `build(size, dropout=..., **dims)`: `size` holds the architecture fields
 (`size_fields`, from models.<name>.sizes.<size> for grid models, from the task's block for the
-others) plus the `budget_fields` a task's profile sets (the abacus width); `dims` are what the
+others) plus the `budget_fields` a task's budget sets in <task>.model (the abacus width); `dims` are what the
 task provides. `kind` says which dims: "lm" models take token sequences (vocab_size, max_len,
 pad_id), "abacus-lm" ones also which tokens are digits and the longest digit runs, and
 "classifier" models take digit pairs and classify each position. A task accepts one kind.
@@ -117,11 +117,12 @@ def build_model(name: str, size: dict, **kwargs) -> Any:
     return MODELS[name].build(size, **kwargs)
 
 
-def architecture(params: dict, task: str, model: str, size: str, profile: str | None = None) -> dict:
-    """A model's architecture fields: its size, plus the fields a task's profile sets (width)."""
+def architecture(params: dict, task: str, model: str, size: str) -> dict:
+    """A model's architecture fields: its size, plus the fields the task's budget sets in
+    <task>.model (the abacus width)."""
     arch = dict(params["models"][model]["sizes"][size])
     if MODELS[model].budget_fields:
-        budget = params["profiles"][profile or params["profile"]][task]["model"]
+        budget = params[task]["model"]
         arch.update({k: budget[k] for k in MODELS[model].budget_fields})
     return arch
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from arithrepro.models.registry import MODELS
 from arithrepro.schema import ParamsError, boolean, integer, list_of
-from arithrepro.tasks.base import StreamTask, train_schema
+from arithrepro.tasks.base import StreamTask
 
 VOCAB = list("0123456789-+*=$")
 PLUS, EQ, END = VOCAB.index("+"), VOCAB.index("="), VOCAB.index("$")
@@ -124,40 +124,31 @@ class AbacusTask(StreamTask):
     def params_schema(cls) -> dict:
         return {
             **cls.grid_schema(),
-            "data": {"eval_seed": integer(0)},   # training samples: drawn from the run's seed
-            "train": train_schema(progressive=boolean),
-        }
-
-    @classmethod
-    def profile_schema(cls) -> dict:
-        return {
-            **cls.profile_grid_schema(),
-            "data": {"max_digits": integer(1, 200), "grid_max": integer(1, 200),
+            "data": {"eval_seed": integer(0),   # training samples: drawn from the run's seed
+                     "max_digits": integer(1, 200), "grid_max": integer(1, 200),
                      "diagonal": list_of(integer(1, 1000), min_len=0), "per_cell": integer(1),
                      "n_valid": integer(1)},
             "model": MODELS["abacus"].budget_schema(),
-            "train": cls.stream_train_schema(),
+            "train": cls.stream_train_schema(progressive=boolean),
             "eval": {"batch_size": integer(1), "recurrences": list_of(integer(1, 1024))},
         }
 
     @classmethod
     def check_params(cls, params: dict) -> None:
         cls.check_grid(params)
-        for profile, block in params["profiles"].items():
-            d = block["abacus"]["data"]
-            key = f"profiles.{profile}.abacus.data"
-            if d["grid_max"] <= d["max_digits"]:
-                raise ParamsError(f"{key}.grid_max = {d['grid_max']}: expected > max_digits "
-                                  f"({d['max_digits']}), or the grid has no cell beyond training")
-            low = [n for n in d["diagonal"] if n <= d["grid_max"]]
-            if low:
-                raise ParamsError(f"{key}.diagonal = {d['diagonal']}: expected lengths > grid_max "
-                                  f"({d['grid_max']}); the grid already holds {low}")
+        d, key = params["abacus"]["data"], "abacus.data"
+        if d["grid_max"] <= d["max_digits"]:
+            raise ParamsError(f"{key}.grid_max = {d['grid_max']}: expected > max_digits "
+                              f"({d['max_digits']}), or the grid has no cell beyond training")
+        low = [n for n in d["diagonal"] if n <= d["grid_max"]]
+        if low:
+            raise ParamsError(f"{key}.diagonal = {d['diagonal']}: expected lengths > grid_max "
+                              f"({d['grid_max']}); the grid already holds {low}")
 
     # --- data -----------------------------------------------------------------------------
     @staticmethod
     def _data(params: dict) -> dict:
-        return params["profiles"][params["profile"]]["abacus"]["data"]
+        return params["abacus"]["data"]
 
     @staticmethod
     def _eval_cells(d: dict) -> list[tuple[int, int]]:
@@ -276,7 +267,7 @@ class AbacusTask(StreamTask):
 
         from arithrepro.decoding import decode_split
 
-        prof = params["profiles"][params["profile"]]["abacus"]
+        prof = params["abacus"]
         g = self.load(data_dir, "grid")
         budget = torch.maximum(g["n1"], g["n2"]) + 2
         trained = model.recurrences
@@ -325,7 +316,7 @@ class AbacusTask(StreamTask):
 
     def eval_count(self, params: dict, model) -> int:
         d = self._data(params)
-        recs = {*params["profiles"][params["profile"]]["abacus"]["eval"]["recurrences"],
+        recs = {*params["abacus"]["eval"]["recurrences"],
                 model.recurrences}
         return len(self._eval_cells(d)) * d["per_cell"] * len(recs)
 

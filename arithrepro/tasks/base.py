@@ -4,7 +4,7 @@ around it (stages/, train.py, decoding.py) is shared.
 Every task (`Task`) provides:
     name, model_kind ("lm" | "abacus-lm" | "classifier": the registry models it accepts),
     decodes (it generates token by token, so its models must declare `decodes`)
-    params_schema() / profile_schema()   its params.yaml block and its block in each profile
+    params_schema()                      its params.yaml block (resolved values)
     dims(setting) -> dict                the model builder's task-dependent arguments
 and may override check_params(params) (checks across keys) and precision (the source's).
 
@@ -28,15 +28,13 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from arithrepro.models.registry import MODELS, architecture
-from arithrepro.schema import Optional, ParamsError, choice, fail, integer, list_of, number
+from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.train import StreamBatches, TrainConfig
-
-LOOP_KEYS = ("optimizer", "schedule", "warmup_frac", "weight_decay", "keep")
 
 
 def train_schema(**extra) -> dict:
-    """<task>.train: the loop's settings as the task's source states them (a profile may
-    override each of them in profiles.<p>.<task>.train, with its reason beside it)."""
+    """<task>.train: the training loop (optimizer, schedule, the state a run ends with) and its
+    budget (`extra`: batch size, epochs or steps, how often to validate and checkpoint)."""
     return {
         "optimizer": choice("lamb", "adam", "adamw"),
         "schedule": choice("linear", "constant"),
@@ -45,17 +43,6 @@ def train_schema(**extra) -> dict:
         "keep": choice("best", "last"),   # the state a run ends with: best validation, or last
         **extra,
     }
-
-
-def loop_overrides() -> dict:
-    """The loop settings a profile's train block may override."""
-    return {k: Optional(v) for k, v in train_schema().items()}
-
-
-def loop_config(params: dict, task: str) -> dict:
-    """<task>.train with the current profile's overrides of LOOP_KEYS."""
-    prof = params["profiles"][params["profile"]][task]["train"]
-    return {**params[task]["train"], **{k: prof[k] for k in LOOP_KEYS if k in prof}}
 
 
 def _size_name(key, value) -> None:
@@ -81,11 +68,6 @@ class Task(ABC):
     @abstractmethod
     def params_schema(cls) -> dict:
         """The schema of params.yaml's <name> block."""
-
-    @classmethod
-    @abstractmethod
-    def profile_schema(cls) -> dict:
-        """The schema of profiles.<p>.<name>: what a profile sets or overrides."""
 
     @classmethod
     def check_params(cls, params: dict) -> None:
@@ -119,18 +101,17 @@ class GridTask(Task):
 
     def cell(self, params: dict, model: str, size: str, seed: int, precision: str):
         """A cell's architecture {model, size, dropout, dims} and its training loop's config:
-        <task>.train with the profile's overrides, and the model's lr, dropout and size. The one
+        <task>.train, and the model's lr, dropout and size. The one
         place a grid cell's TrainConfig is made: the train stage and `arithrepro estimate`
         use it."""
-        prof = params["profiles"][params["profile"]][self.name]["train"]
-        loop = loop_config(params, self.name)
+        loop = params[self.name]["train"]
         m = params["models"][model]
-        cfg = TrainConfig(lr=float(prof.get("lr", m["lr"])), seed=seed, optimizer=loop["optimizer"],
+        cfg = TrainConfig(lr=float(m["lr"]), seed=seed, optimizer=loop["optimizer"],
                           schedule=loop["schedule"], warmup_frac=float(loop["warmup_frac"]),
                           weight_decay=float(loop["weight_decay"]), restore_best=loop["keep"] == "best",
                           progressive=bool(loop.get("progressive", False)),
-                          val_every=prof["val_every"], checkpoint_every=prof["checkpoint_every"],
-                          eval_batch_size=4 * prof["batch_size"], precision=precision,
+                          val_every=loop["val_every"], checkpoint_every=loop["checkpoint_every"],
+                          eval_batch_size=4 * loop["batch_size"], precision=precision,
                           compile=params["compile"], micro_batches=int(m["micro_batches"]))
         arch = {"model": model, "size": architecture(params, self.name, model, size),
                 "dropout": float(m["dropout"]), "dims": self.dims(params)}
@@ -146,7 +127,7 @@ class GridTask(Task):
 
     def valid_count(self, params: dict) -> int:
         """Samples in one validation pass."""
-        return params["profiles"][params["profile"]][self.name]["data"]["n_valid"]
+        return params[self.name]["data"]["n_valid"]
 
     def sample_batches(self, params: dict, seed: int, device):
         """The training run's batches made without files (for timing)."""
@@ -161,35 +142,19 @@ class GridTask(Task):
             "seeds": list_of(integer(0, 2**31 - 1)),
         }
 
-    @staticmethod
-    def profile_grid_schema() -> dict:
-        """profiles.<p>.<task>.{sizes,seeds}: the profile's grid, which conf/config.yaml makes
-        <task>.sizes and <task>.seeds when params.yaml is composed (docs/profiles.md)."""
-        return {"sizes": list_of(_size_name), "seeds": list_of(integer(0, 2**31 - 1))}
-
     @classmethod
     def check_grid(cls, params: dict) -> None:
-        """Every size of <task>.sizes and of each profile's grid exists for every model of
-        <task>.models, and the merged architecture (size + the profile's width) is consistent."""
-        grids = {f"{cls.name}.sizes": params[cls.name]["sizes"],
-                 **{f"profiles.{p}.{cls.name}.sizes": block[cls.name]["sizes"]
-                    for p, block in params["profiles"].items()}}
+        """Every size of <task>.sizes exists for every model of <task>.models, and the
+        architecture (size + the task's width block) is consistent."""
         for model in params[cls.name]["models"]:
             known = params["models"][model]["sizes"]
-            for key, sizes in grids.items():
-                for size in sizes:
-                    if size not in known:
-                        raise ParamsError(f"{key}: {size!r} is not a size of {model}; "
-                                          f"allowed: {', '.join(known)} (models.{model}.sizes)")
-            if not MODELS[model].budget_fields:
-                continue
-            for profile, block in params["profiles"].items():
-                sizes = set(block[cls.name]["sizes"])
-                if profile == params["profile"]:
-                    sizes |= set(params[cls.name]["sizes"])
-                for size in sorted(sizes):
-                    MODELS[model].check_size(f"profiles.{profile}.{cls.name}.model",
-                                             architecture(params, cls.name, model, size, profile))
+            for size in params[cls.name]["sizes"]:
+                if size not in known:
+                    raise ParamsError(f"{cls.name}.sizes: {size!r} is not a size of {model}; "
+                                      f"allowed: {', '.join(known)} (models.{model}.sizes)")
+                if MODELS[model].budget_fields:
+                    MODELS[model].check_size(f"{cls.name}.model",
+                                             architecture(params, cls.name, model, size))
 
     @staticmethod
     def require(data_dir: Path, name: str) -> Path:
@@ -221,12 +186,11 @@ class StreamTask(GridTask):
         """draw(batch_size, generator) -> (x, y, mask): fresh training samples."""
 
     @staticmethod
-    def stream_train_schema() -> dict:
-        """profiles.<p>.<task>.train for tasks that draw fresh samples every step."""
-        return {"batch_size": integer(1), "steps": integer(1), "val_every": integer(1),
-                "checkpoint_every": integer(1), "lr": Optional(number(0, lo_open=True)),
-                **loop_overrides()}
+    def stream_train_schema(**extra) -> dict:
+        """<task>.train for tasks that draw fresh samples every step: the loop and its steps."""
+        return train_schema(batch_size=integer(1), steps=integer(1), val_every=integer(1),
+                            checkpoint_every=integer(1), **extra)
 
     def train_batches(self, params: dict, data_dir: Path, seed: int, device):
-        t = params["profiles"][params["profile"]][self.name]["train"]
+        t = params[self.name]["train"]
         return StreamBatches(self.train_sampler(params, device), t["batch_size"], t["steps"], seed)

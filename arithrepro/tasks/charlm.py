@@ -16,7 +16,7 @@ of seq_length + 1 characters (input: the first seq_length, target: shifted by on
 chunks are split into train and validation by a permutation seeded by corpus.seed, the same for
 every run, so runs of different seeds differ in their initialization and batches only.
 
-A run is one model at one (seq_length, steps) of the profile: `<name>-s<seq_length>-<seed>`.
+A run is one model at one (seq_length, steps) of charlm.runs: `<name>-s<seq_length>-<seed>`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arithrepro.models.registry import MODELS, build_model
-from arithrepro.schema import (Optional, ParamsError, all_optional, check_merged, check_schema,
-                               choice, deep_merge, fail, integer, list_of, number)
+from arithrepro.schema import (ParamsError, check_schema, choice, fail, integer, list_of,
+                               number)
 from arithrepro.tasks.base import Task
 from arithrepro.train import EpochBatches, TrainConfig
 
@@ -177,7 +177,7 @@ def file_text(path: str, chars: int) -> str:
 
 
 def build_corpus(c: dict) -> str:
-    """The text the corpus block asks for (charlm.corpus merged with the profile's)."""
+    """The text the corpus block (charlm.corpus) asks for."""
     if c["source"] == "python-docs":
         text = python_docs_text(c["chars"])
     elif c["source"] == "arithmetic":
@@ -278,13 +278,8 @@ class Run:
         return f"{self.model_name}-{self.label}-{self.seed}"
 
 
-def merged(params: dict) -> dict:
-    """The charlm block with the current profile's overrides applied."""
-    return deep_merge(params["charlm"], params["profiles"][params["profile"]]["charlm"])
-
-
 def runs(params: dict) -> list[Run]:
-    m = merged(params)
+    m = params["charlm"]
     out = []
     for sched in m["runs"]:
         for seed, name in itertools.product(m["seeds"], sched["models"]):
@@ -346,20 +341,11 @@ class CharLMTask(Task):
         }
 
     @classmethod
-    def profile_schema(cls) -> dict:
-        schema = all_optional(cls.params_schema())
-        # a profile may override single fields of an architecture; the merged block is checked
-        schema["models"] = Optional(
-            lambda k, v: None if isinstance(v, dict) else fail(k, v, "a mapping"))
-        return schema
-
-    @classmethod
     def check_params(cls, params: dict) -> None:
-        m = check_merged(params, "charlm", cls.params_schema())
+        m = params["charlm"]
         c = m["corpus"]
         if c["source"] == "file" and c["path"] is None:
-            raise ParamsError("charlm.corpus.path: missing; the file source reads it (after "
-                              f"merging profiles.{params['profile']}.charlm over charlm)")
+            raise ParamsError("charlm.corpus.path: missing; the file source reads it")
         for i, sched in enumerate(m["runs"]):
             for name in sched["models"]:
                 if name not in m["models"]:

@@ -12,23 +12,20 @@ from pathlib import Path
 
 import numpy as np
 
-from arithrepro.schema import Optional, ParamsError, choice, integer, number
-from arithrepro.tasks.base import GridTask, loop_overrides, train_schema
+from arithrepro.schema import ParamsError, choice, integer
+from arithrepro.tasks.base import GridTask, train_schema
 
 VOCAB = ["<start>", "=", "<stop>", "<pad>", *"0123456789", "-", "+", "*", "(", ")"]
 START, EQ, STOP, PAD = 0, 1, 2, 3
 SPLITS = ("train", "valid", "test", "ood")
-# The length ranges: expr.data holds the source's; a profile may narrow them (the cpu profile).
-LENGTHS = ("min_in", "max_in", "min_out", "max_out", "ood_min_in", "ood_max_in")
 COUNTS = ("n_train", "n_valid", "n_test", "n_ood")
 # Single characters standing for the special tokens inside encoded byte strings.
 _CHARS = {"<start>": "^", "<stop>": "$", "<pad>": "\0"}
 
 
-def data_params(params: dict, profile: str | None = None) -> dict:
-    """expr.data with profiles.<profile>.expr.data over it."""
-    over = params["profiles"][profile or params["profile"]]["expr"]["data"]
-    return {**params["expr"]["data"], **over}
+def data_params(params: dict) -> dict:
+    """expr.data: the problems' lengths, counts and seeds."""
+    return params["expr"]["data"]
 
 
 def _lookup() -> np.ndarray:
@@ -87,44 +84,32 @@ class ExprTask(GridTask):
     def params_schema(cls) -> dict:
         return {
             **cls.grid_schema(),
-            "train": train_schema(loss_on=choice("answer", "all")),
+            "train": train_schema(loss_on=choice("answer", "all"), batch_size=integer(1),
+                                  epochs=integer(1), val_every=integer(0),
+                                  checkpoint_every=integer(1)),
             "data": {
                 "min_in": integer(1), "max_in": integer(1),
                 "min_out": integer(0), "max_out": integer(1),
                 "ood_min_in": integer(1), "ood_max_in": integer(1),
+                "n_train": integer(1), "n_valid": integer(1), "n_test": integer(1),
+                "n_ood": integer(1),
                 "gen_seed": integer(0), "split_seed": integer(0),
                 "workers": integer(1, 64),
             },
-        }
-
-    @classmethod
-    def profile_schema(cls) -> dict:
-        return {
-            **cls.profile_grid_schema(),
-            "data": {"n_train": integer(1), "n_valid": integer(1), "n_test": integer(1),
-                     "n_ood": integer(1),
-                     **{k: Optional(integer(0 if k == "min_out" else 1)) for k in LENGTHS}},
-            "train": {"batch_size": integer(1), "epochs": integer(1), "val_every": integer(0),
-                      "checkpoint_every": integer(1), "lr": Optional(number(0, lo_open=True)),
-                      **loop_overrides()},
             "eval": {"batch_size": integer(1)},
         }
 
     @classmethod
     def check_params(cls, params: dict) -> None:
         cls.check_grid(params)
-        for profile in params["profiles"]:
-            d = data_params(params, profile)
-            where = f" (expr.data merged with profiles.{profile}.expr.data)"
-            for lo, hi in (("min_in", "max_in"), ("min_out", "max_out"),
-                           ("ood_min_in", "ood_max_in")):
-                if d[lo] > d[hi]:
-                    raise ParamsError(f"expr.data.{lo} = {d[lo]}: expected <= expr.data.{hi} "
-                                      f"({d[hi]}){where}")
-            if d["ood_min_in"] <= d["max_in"]:
-                raise ParamsError(f"expr.data.ood_min_in = {d['ood_min_in']}: expected > "
-                                  f"expr.data.max_in ({d['max_in']}), or the OOD set is not out "
-                                  f"of distribution{where}")
+        d = params["expr"]["data"]
+        for lo, hi in (("min_in", "max_in"), ("min_out", "max_out"), ("ood_min_in", "ood_max_in")):
+            if d[lo] > d[hi]:
+                raise ParamsError(f"expr.data.{lo} = {d[lo]}: expected <= expr.data.{hi} ({d[hi]})")
+        if d["ood_min_in"] <= d["max_in"]:
+            raise ParamsError(f"expr.data.ood_min_in = {d['ood_min_in']}: expected > "
+                              f"expr.data.max_in ({d['max_in']}), or the OOD set is not out "
+                              "of distribution")
 
     # --- data -----------------------------------------------------------------------------
     @staticmethod
@@ -208,21 +193,21 @@ class ExprTask(GridTask):
         from arithrepro.tasks.expr_grammar import generate_unique
 
         d = data_params(params)
-        batch = params["profiles"][params["profile"]]["expr"]["train"]["batch_size"]
+        batch = params["expr"]["train"]["batch_size"]
         problems, answers = generate_unique(batch, seed=seed, stream="pool", min_in=d["min_in"],
                                             max_in=d["max_in"], min_out=d["min_out"],
                                             max_out=d["max_out"], workers=1)
         ids = encode(problems, answers, self.widths(d)["in"]).astype(np.int64)
         lengths = np.char.str_len(np.asarray(problems, dtype=str)).astype(np.int64)
         split = Split(*(torch.from_numpy(v) for v in (ids, lengths + 1, lengths))).to(device)
-        n = params["profiles"][params["profile"]]["expr"]["data"]["n_train"]
+        n = params["expr"]["data"]["n_train"]
         return self._epochs(params, split, n, seed, device)
 
     def _epochs(self, params: dict, split: Split, n: int, seed: int, device):
         """Epochs over n rows; row i is split's row i mod len(split)."""
         from arithrepro.train import EpochBatches
 
-        t = params["profiles"][params["profile"]]["expr"]["train"]
+        t = params["expr"]["train"]
         loss_on = params["expr"]["train"]["loss_on"]
         return EpochBatches(lambda idx: self.batch(split, idx % len(split), loss_on), n,
                             t["batch_size"], t["epochs"], seed, device)
@@ -253,14 +238,14 @@ class ExprTask(GridTask):
 
     # --- evaluation -----------------------------------------------------------------------
     def eval_count(self, params: dict, model) -> int:
-        n = params["profiles"][params["profile"]]["expr"]["data"]
+        n = params["expr"]["data"]
         return n["n_test"] + n["n_ood"]
 
     def evaluate(self, model, params: dict, data_dir: Path, device, progress=None):
         """Exact match on the test and OOD sets, overall and by problem length."""
         from arithrepro.decoding import accuracy_by, decode_split
 
-        batch = params["profiles"][params["profile"]]["expr"]["eval"]["batch_size"]
+        batch = params["expr"]["eval"]["batch_size"]
         metrics, rows = {}, []
         for name in ("test", "ood"):
             split = self.load(data_dir, name)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from arithrepro.schema import ParamsError, choice, integer, list_of
-from arithrepro.tasks.base import StreamTask, train_schema
+from arithrepro.tasks.base import StreamTask
 
 
 def sample_pairs(n: int, digits: int, base: int, generator):
@@ -52,16 +52,11 @@ class LoopedTask(StreamTask):
             **cls.grid_schema(),
             "data": {"variant": choice("decimal", "binary"), "train_digits": integer(1, 1000),
                      "eval_digits": list_of(integer(1, 1000)), "max_positions": integer(2, 10_000),
-                     "eval_seed": integer(0)},   # training samples: drawn from the run's seed
-            "train": train_schema(),
+                     "eval_seed": integer(0),   # training samples: drawn from the run's seed
+                     "per_length": integer(1), "n_valid": integer(1)},
+            "train": cls.stream_train_schema(),
+            "eval": {"batch_size": integer(1)},
         }
-
-    @classmethod
-    def profile_schema(cls) -> dict:
-        return {**cls.profile_grid_schema(),
-                "data": {"per_length": integer(1), "n_valid": integer(1)},
-                "train": cls.stream_train_schema(),
-                "eval": {"batch_size": integer(1)}}
 
     @classmethod
     def check_params(cls, params: dict) -> None:
@@ -84,7 +79,7 @@ class LoopedTask(StreamTask):
         from arithrepro.io import write_frame, write_json
 
         d = params["looped"]["data"]
-        n = params["profiles"][params["profile"]]["looped"]["data"]
+        n = params["looped"]["data"]
         base, frames = self._base(d), {}
         for split, lengths, count in (("eval", d["eval_digits"], n["per_length"]),
                                       ("valid", [d["train_digits"]], n["n_valid"])):
@@ -103,7 +98,7 @@ class LoopedTask(StreamTask):
         return ", ".join(f"{k} {len(v):,}" for k, v in frames.items()) + f" -> {out_dir}"
 
     def generate_count(self, params: dict) -> int:
-        n = params["profiles"][params["profile"]]["looped"]["data"]
+        n = params["looped"]["data"]
         return n["per_length"] * len(params["looped"]["data"]["eval_digits"]) + n["n_valid"]
 
     def load(self, data_dir: Path, split: str) -> dict:
@@ -148,14 +143,14 @@ class LoopedTask(StreamTask):
 
     # --- evaluation -----------------------------------------------------------------------
     def eval_count(self, params: dict, model) -> int:
-        n = params["profiles"][params["profile"]]["looped"]["data"]["per_length"]
+        n = params["looped"]["data"]["per_length"]
         return n * len(params["looped"]["data"]["eval_digits"])
 
     def evaluate(self, model, params: dict, data_dir: Path, device, progress=None):
         """Per-digit accuracy and whole-number exact match at every evaluation length."""
         import torch
 
-        batch = params["profiles"][params["profile"]]["looped"]["eval"]["batch_size"]
+        batch = params["looped"]["eval"]["batch_size"]
         train_L = params["looped"]["data"]["train_digits"]
         rows = []
         with torch.no_grad():

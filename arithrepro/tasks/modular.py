@@ -8,9 +8,7 @@ every right-hand-side token is the argmax. Training minimizes the same loss: eve
 two right-hand-side tokens, so the mean over tokens is the mean over samples.
 
 A study is a grid over scalar lists: `sweep: {key: [values]}` (the product of the lists) on top
-of `base` and the study's `set`, for each model and seed. The profile's `modular` block is
-merged into the top-level one key by key (lists and scalars replace), so `cpu` can shorten the
-lists and the budget while `paper` keeps the source's.
+of `base` and the study's `set`, for each model and seed.
 """
 
 from __future__ import annotations
@@ -20,8 +18,7 @@ import math
 from dataclasses import dataclass
 
 from arithrepro.models.registry import MODELS, build_model
-from arithrepro.schema import (Optional, ParamsError, all_optional, check_merged, choice,
-                               deep_merge, fail, integer, list_of, number)
+from arithrepro.schema import Optional, ParamsError, choice, fail, integer, list_of, number
 from arithrepro.tasks.base import Task
 from arithrepro.train import EpochBatches, TrainConfig
 
@@ -236,11 +233,6 @@ class Run:
         return f"{self.model}-{self.label}-{self.seed}"
 
 
-def merged(params: dict) -> dict:
-    """The modular block with the current profile's overrides applied."""
-    return deep_merge(params["modular"], params["profiles"][params["profile"]]["modular"])
-
-
 def _label(value) -> str:
     if isinstance(value, list):
         return "".join(str(v) for v in value)
@@ -248,9 +240,9 @@ def _label(value) -> str:
 
 
 def study_runs(params: dict, study: str) -> list[Run]:
-    """The cells of a study in the current profile, in sweep order (models, then values, then
+    """The cells of a study, in sweep order (models, then values, then
     seeds)."""
-    m = merged(params)
+    m = params["modular"]
     s = m["studies"][study]
     base = {**m["base"], **s.get("set", {})}
     sweep = s.get("sweep", {})
@@ -349,12 +341,8 @@ class ModularTask(Task):
         }
 
     @classmethod
-    def profile_schema(cls) -> dict:
-        return all_optional(cls.params_schema())
-
-    @classmethod
     def check_params(cls, params: dict) -> None:
-        m = check_merged(params, "modular", cls.params_schema())
+        m = params["modular"]
         for study in STUDIES:
             for run in study_runs(params, study):
                 c = run.config
