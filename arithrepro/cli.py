@@ -16,13 +16,12 @@ COMMANDS = {
     "code-deps": ("code_deps", "code_deps"),
     "aggregate-tables": ("aggregate_tables", "aggregate_tables"),
     "render-figures": ("render_figures", "render_figures"),
-    "modular-study": ("modular_study", "modular_study"),
     "modular-attention": ("modular_attention", "modular_attention"),
     "charlm-corpus": ("charlm_corpus", "charlm_corpus"),
-    "charlm-train": ("charlm_train", "charlm_train"),
     "charlm-sample": ("charlm_sample", "charlm_sample"),
     "charlm-compute": ("charlm_compute", "charlm_compute"),
     "estimate": ("estimate", "estimate"),   # not a stage: projects each profile's training time
+    "exps": ("exps", "exps"),               # not a stage: experiments side by side
     "compose-params": ("compose_params", "compose_params"),   # not a stage: conf/ -> params.yaml
 }
 

@@ -89,6 +89,15 @@ def peek(params: dict, *keys):
     return value
 
 
+def unrecorded(params):
+    """A plain copy of params, read without recording (to list what the params hold)."""
+    if isinstance(params, dict):
+        return {k: unrecorded(v) for k, v in dict.items(params)}
+    if isinstance(params, list):
+        return [unrecorded(v) for v in params]
+    return params
+
+
 def recording(params: dict) -> dict:
     """params wrapped to record reads when ARITHREPRO_PARAMS_LOG is set; else params itself."""
     target = os.environ.get(ENV)

@@ -19,17 +19,14 @@ import contextlib
 import copy
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from arithrepro.io import save_torch
-
-
-class NonFiniteLoss(RuntimeError):
-    pass
+from arithrepro.checkpoint import Checkpoint
+from arithrepro.observers import FiniteLoss, Live, NonFiniteLoss, Progress  # noqa: F401 (NonFiniteLoss: the loop's error)
 
 
 @dataclass(frozen=True)
@@ -185,181 +182,220 @@ def micro_batches(x, y, mask, pieces: int, trim_front: bool = False):
             for (rows, _, _), (w, f) in zip(out, bounds)]
 
 
+@dataclass
+class State:
+    """What the loop carries from step to step (and a checkpoint holds)."""
+    step: int = 0
+    best_val_loss: float = math.inf
+    best_step: int = -1
+    best_state: dict | None = None
+    train_curve: list = field(default_factory=list)
+    val_curve: list = field(default_factory=list)
+    seconds: float = 0.0
+    tokens: int = 0
+
+
+@dataclass
+class Parts:
+    """The model and what trains it: the optimizer, its schedule, the gradient scaler, and
+    `runner`, what the steps call (the model, under DDP and torch.compile as asked)."""
+    model: object
+    runner: object
+    opt: object
+    sched: object
+    scaler: object
+
+    @classmethod
+    def of(cls, model, cfg: TrainConfig, total: int, world: int) -> "Parts":
+        warmup = max(1, round(cfg.warmup_frac * total))
+        opt = make_optimizer(model, cfg)
+        device = next(model.parameters()).device
+        runner = model  # it shares the model's parameters
+        if world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            runner = DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None)
+        if cfg.compile and _compilable(model):
+            runner = torch.compile(runner, mode=cfg.compile if isinstance(cfg.compile, str) else None)
+        scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: lr_factor(s, total, warmup, cfg.schedule))
+        return cls(model, runner, opt, sched, scaler)
+
+
+class Step:
+    """One optimizer step on a global batch: this rank's share of its rows (the loss normalized
+    by the global count, so DDP's averaged gradients are the whole batch's), the micro-batches
+    on a CPU, autocast and the gradient scaler. Returns the loss (on the device) and the
+    learning rate it stepped with."""
+
+    def __init__(self, parts: Parts, cfg: TrainConfig, rank: int, world: int):
+        model = parts.model
+        if cfg.micro_batches > 1 and (cfg.progressive or cfg.outputs_from
+                                      or not getattr(model, "causal", True)):
+            raise ValueError("micro_batches > 1 needs a causal model and the plain loss")
+        self.parts, self.cfg, self.rank, self.world = parts, cfg, rank, world
+        self.device = next(model.parameters()).device
+        self.recurrences = model.recurrences if cfg.progressive else 0  # before any wrapper
+        # a core whose outputs_from skips work (a transformer's last block) is given each
+        # piece's first scored position
+        self.trim_front = getattr(model, "prunes_outputs", False)
+        # on a GPU a batch runs whole: a step there is bound by kernel launches, which pieces
+        # would multiply
+        self.pieces = cfg.micro_batches if self.device.type == "cpu" else 1
+
+    def __call__(self, x, y, mask):
+        from arithrepro.device import autocast
+
+        p, cfg, world = self.parts, self.cfg, self.world
+        count = None
+        if world > 1:  # every rank draws the global batch (a pure function of the step)
+            count = mask[:, cfg.outputs_from:].sum() / world
+            lo, hi = self.rank * len(x) // world, (self.rank + 1) * len(x) // world
+            x, y, mask = x[lo:hi], y[lo:hi], mask[lo:hi]
+        p.opt.zero_grad(set_to_none=True)
+        if count is None:
+            count = mask[:, cfg.outputs_from:].sum()
+        pieces = micro_batches(x, y, mask, self.pieces, self.trim_front)
+        loss = 0.0
+        for i, (xp, yp, mp, start) in enumerate(pieces):
+            # under DDP, gradients are averaged across ranks once, after the last piece
+            last = i == len(pieces) - 1
+            with (p.runner.no_sync() if world > 1 and not last else contextlib.nullcontext()):
+                with autocast(self.device.type, cfg.precision):
+                    part = training_loss(p.runner, xp, yp, mp, self.recurrences,
+                                         start or cfg.outputs_from, count)
+                p.scaler.scale(part).backward()
+            loss = loss + part.detach()
+        lr = p.opt.param_groups[0]["lr"]
+        p.scaler.step(p.opt)
+        p.scaler.update()
+        p.sched.step()
+        return loss.detach(), lr
+
+
+class Losses:
+    """The steps whose loss is still on the device, read back in one transfer now and then
+    rather than every step (under DDP, each rank's share averaged)."""
+
+    def __init__(self, world: int):
+        self.world, self.rows, self.values = world, [], []
+
+    def add(self, row: dict, loss) -> None:
+        self.rows.append(row)
+        self.values.append(loss)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def take(self) -> list[dict]:
+        if not self.rows:
+            return []
+        losses = torch.stack(self.values).float()
+        if self.world > 1:  # each rank holds its shard's share: the batch's loss is their mean
+            torch.distributed.all_reduce(losses)
+            losses /= self.world
+        for row, value in zip(self.rows, losses.cpu().tolist()):
+            row["loss"] = value
+        rows, self.rows, self.values = self.rows, [], []
+        return rows
+
+
 def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: str, *,
-        halt_after: int | None = None, progress: bool = True, series=None) -> dict | None:
+        progress: bool = True, series=None, observers: tuple = ()) -> dict:
     """Train `model` in place on `batches` (EpochBatches or StreamBatches) and restore its
     best-validation state (cfg.restore_best). `valid` is the fixed validation set as
     (make_batch, n), or a function model -> {"val_loss": ..., any other numbers} that evaluates
     whatever the task tracks (all of it lands in val_curve).
 
     Under torch.distributed (torchrun) the model runs wrapped in DistributedDataParallel: every
-    rank draws the same global batch and trains on its contiguous share of the rows, the loss
-    normalized by the global batch's count, so the averaged gradients are the single-process
-    ones; every rank validates, only rank 0 writes the checkpoint.
+    rank draws the same global batch and trains on its contiguous share of the rows (`Step`);
+    every rank validates, only rank 0 writes the checkpoint and tells the observers.
 
-    `series` (optional, e.g. arithrepro.live.Series) is told every training row as the losses
-    reach the host, every validation, and the rows a resumed run starts with (rank 0 only).
+    `observers` (arithrepro.observers.Observer, on every rank) and, on rank 0, `series` (e.g.
+    arithrepro.live.Series) and the progress bar hear of every training row as the losses reach
+    the host, every validation, every step, and the rows a resumed run starts with; an observer
+    that raises stops the run there (a non-finite loss does, through FiniteLoss).
 
     Resumes from `checkpoint` when it holds an unfinished run with the same fingerprint. Returns
-    {best_val_loss, best_step, steps, train_seconds, tokens_per_s, train_curve, val_curve};
-    returns None when stopped by `halt_after` (a stand-in for a killed process, for tests).
+    {best_val_loss, best_step, steps, train_seconds, tokens_per_s, train_curve, val_curve}.
     """
-    from arithrepro.device import autocast
-
     total = batches.steps
-    warmup = max(1, round(cfg.warmup_frac * total))
-    if cfg.micro_batches > 1 and (cfg.progressive or cfg.outputs_from
-                                  or not getattr(model, "causal", True)):
-        raise ValueError("micro_batches > 1 needs a causal model and the plain loss")
-    # a core whose outputs_from skips work (a transformer's last block) is given each piece's
-    # first scored position
-    trim_front = getattr(model, "prunes_outputs", False)
-    opt = make_optimizer(model, cfg)
-    device = next(model.parameters()).device
-    recurrences = model.recurrences if cfg.progressive else 0  # before any wrapper
     rank, world = _world()
-    runner = model  # what the steps call; it shares the model's parameters
-    if world > 1:
-        from torch.nn.parallel import DistributedDataParallel
+    parts = Parts.of(model, cfg, total, world)
+    step = Step(parts, cfg, rank, world)
+    state, losses, ck = State(), Losses(world), Checkpoint(checkpoint, fingerprint, rank)
+    resumed = ck.resume(parts, state)
+    told = [FiniteLoss(), *observers]
+    if rank == 0:  # one rank reports
+        told += ([Progress(total)] if progress else []) + ([Live(series)] if series else [])
+    _tell(told, "start", state, resumed)
 
-        runner = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if cfg.compile and _compilable(model):
-        runner = torch.compile(runner, mode=cfg.compile if isinstance(cfg.compile, str) else None)
-    scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_factor(s, total, warmup, cfg.schedule))
-    s = {"step": 0, "best_val_loss": math.inf, "best_step": -1, "best_state": None,
-         "train_curve": [], "val_curve": [], "seconds": 0.0, "tokens": 0}
-    resumed = _resume(checkpoint, fingerprint, model, opt, sched, scaler, s, rank)
-    if rank:
-        series = None  # only rank 0 writes
-    if series is not None:
-        series.start(s["train_curve"], s["val_curve"])
+    def flush() -> None:
+        rows = losses.take()
+        _tell(told, "train", rows, state)
+        state.train_curve.extend(rows)
 
-    pending: list[tuple[dict, torch.Tensor]] = []  # steps whose loss is still on the device
-
-    def sync() -> None:
-        """Read the pending losses in one transfer; stop at the first non-finite one."""
-        if not pending:
-            return
-        losses = torch.stack([loss for _, loss in pending]).float()
-        if world > 1:  # each rank holds its shard's share: the batch's loss is their mean
-            torch.distributed.all_reduce(losses)
-            losses /= world
-        values = losses.cpu().tolist()
-        for (row, _), value in zip(pending, values):
-            if not math.isfinite(value):
-                raise NonFiniteLoss(f"loss became {value} at step {row['step'] - 1} (epoch "
-                                    f"{row['epoch']}); lower the learning rate or check the data")
-            row["loss"] = value
-            s["train_curve"].append(row)
-        if series is not None:
-            series.train([row for row, _ in pending])
-        pending.clear()
-        if bar is not None:
-            bar.set_postfix(loss=f"{values[-1]:.4f}", best_val=f"{s['best_val_loss']:.4f}")
-
-    def save(finished: bool) -> None:
-        sync()
-        if rank:
-            return  # only rank 0 writes
-        save_torch(checkpoint, {
-            "fingerprint": fingerprint, "finished": finished, "config": asdict(cfg),
-            "model": model.state_dict(), "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict(), "scaler": scaler.state_dict(),
-            "rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, **s})
-
-    def validate(epoch: int) -> None:
-        sync()
-        if callable(valid):
-            model.eval()
-            result = valid(model)
-            model.train()
-        else:
-            result = {"val_loss": validation_loss(model, *valid, cfg.eval_batch_size)}
-        loss = result["val_loss"]
-        s["val_curve"].append({"step": s["step"], "epoch": epoch, **result})
-        if series is not None:
-            series.val(s["val_curve"][-1])
-        if loss < s["best_val_loss"]:
-            s.update(best_val_loss=loss, best_step=s["step"])
-            if cfg.restore_best:
-                s["best_state"] = copy.deepcopy(model.state_dict())
-
-    bar = _bar(total, s["step"], progress and rank == 0, resumed)  # sync() sets its postfix
-    model.train()
-    while s["step"] < total:
-        step = s["step"]
-        epoch = batches.epoch(step)
-        t0 = time.perf_counter()
-        x, y, mask = batches(step)
-        tokens, count = mask.numel(), None
-        if world > 1:  # every rank draws the global batch (a pure function of the step)
-            count = mask[:, cfg.outputs_from:].sum() / world
-            lo, hi = rank * len(x) // world, (rank + 1) * len(x) // world
-            x, y, mask = x[lo:hi], y[lo:hi], mask[lo:hi]
-        opt.zero_grad(set_to_none=True)
-        if count is None:
-            count = mask[:, cfg.outputs_from:].sum()
-        # on a GPU a batch runs whole: a step there is bound by kernel launches, which pieces
-        # would multiply
-        pieces = micro_batches(x, y, mask, cfg.micro_batches if device.type == "cpu" else 1,
-                               trim_front)
-        loss = 0.0
-        for i, (xp, yp, mp, start) in enumerate(pieces):
-            # under DDP, gradients are averaged across ranks once, after the last piece
-            last = i == len(pieces) - 1
-            with (runner.no_sync() if world > 1 and not last else contextlib.nullcontext()):
-                with autocast(device.type, cfg.precision):
-                    part = training_loss(runner, xp, yp, mp, recurrences,
-                                         start or cfg.outputs_from, count)
-                scaler.scale(part).backward()
-            loss = loss + part.detach()
-        lr = opt.param_groups[0]["lr"]
-        scaler.step(opt)
-        scaler.update()
-        sched.step()
-        s["step"] += 1
-        pending.append(({"step": s["step"], "epoch": epoch, "loss": None, "lr": lr}, loss.detach()))
-        boundary = batches.epoch_end(step) if cfg.validate_epochs else s["step"] == total
-        validating = boundary or (cfg.val_every and s["step"] % cfg.val_every == 0)
-        saving = s["step"] % cfg.checkpoint_every == 0 or boundary
-        # a validation or checkpoint reads back what is queued: wait for it here, so that the
-        # training work the device still runs counts as training time, not theirs
-        if len(pending) >= cfg.sync_every or s["step"] == total or validating or saving:
-            sync()
-        # Host time per step: on a GPU it is the time to queue the step unless a sync waited
-        # in it; the total over the run is right either way, as every sync waits for all of it.
-        dt = time.perf_counter() - t0
-        s["seconds"] += dt
-        s["tokens"] += tokens
-        if validating:
-            validate(epoch)
-        if bar is not None:
-            bar.update(1)
-        if saving:
-            save(finished=False)
-        if halt_after is not None and s["step"] >= halt_after:
-            sync()
-            if series is not None:
-                series.end()
-            if bar is not None:
-                bar.close()
-            return None
-    sync()
-    if bar is not None:
-        bar.close()
-    if series is not None:
-        series.end()
-    save(finished=True)
+    try:
+        model.train()
+        while state.step < total:
+            epoch = batches.epoch(state.step)
+            t0 = time.perf_counter()
+            x, y, mask = batches(state.step)
+            loss, lr = step(x, y, mask)
+            boundary = (batches.epoch_end(state.step) if cfg.validate_epochs
+                        else state.step + 1 == total)
+            state.step += 1
+            losses.add({"step": state.step, "epoch": epoch, "loss": None, "lr": lr}, loss)
+            validating = boundary or (cfg.val_every and state.step % cfg.val_every == 0)
+            saving = state.step % cfg.checkpoint_every == 0 or boundary
+            # a validation or checkpoint reads back what is queued: wait for it here, so that
+            # the training work the device still runs counts as training time, not theirs
+            if len(losses) >= cfg.sync_every or state.step == total or validating or saving:
+                flush()
+            # Host time per step: on a GPU it is the time to queue the step unless a flush
+            # waited in it; the total is right either way, as every flush waits for all of it.
+            state.seconds += time.perf_counter() - t0
+            state.tokens += mask.numel()
+            if validating:
+                _tell(told, "val", _validate(model, valid, cfg, state, epoch))
+            if saving:
+                ck.save(parts, state, cfg, finished=False)
+            _tell(told, "step", state)
+        flush()
+    finally:
+        _tell(told, "end")
+    ck.save(parts, state, cfg, finished=True)
     if cfg.restore_best:
-        model.load_state_dict(s["best_state"])
+        model.load_state_dict(state.best_state)
     return {
-        "best_val_loss": s["best_val_loss"], "best_step": s["best_step"], "steps": s["step"],
-        "train_seconds": s["seconds"], "tokens_per_s": s["tokens"] / max(s["seconds"], 1e-9),
-        "train_curve": s["train_curve"], "val_curve": s["val_curve"],
+        "best_val_loss": state.best_val_loss, "best_step": state.best_step, "steps": state.step,
+        "train_seconds": state.seconds, "tokens_per_s": state.tokens / max(state.seconds, 1e-9),
+        "train_curve": state.train_curve, "val_curve": state.val_curve,
     }
+
+
+def _tell(observers, hook: str, *args) -> None:
+    for o in observers:
+        getattr(o, hook)(*args)
+
+
+def _validate(model, valid, cfg: TrainConfig, state: State, epoch: int) -> dict:
+    """Score the validation set, note the row, keep the best state; returns the row."""
+    if callable(valid):
+        model.eval()
+        result = valid(model)
+        model.train()
+    else:
+        result = {"val_loss": validation_loss(model, *valid, cfg.eval_batch_size)}
+    row = {"step": state.step, "epoch": epoch, **result}
+    state.val_curve.append(row)
+    if result["val_loss"] < state.best_val_loss:
+        state.best_val_loss, state.best_step = result["val_loss"], state.step
+        if cfg.restore_best:
+            state.best_state = copy.deepcopy(model.state_dict())
+    return row
 
 
 def _compilable(model) -> bool:
@@ -379,80 +415,3 @@ def _world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
-
-
-# What a checkpoint must hold to be resumed, besides the loop's state (scaler and cuda_rng may
-# be absent).
-CHECKPOINT_KEYS = ("model", "optimizer", "scheduler", "rng")
-
-
-def _resume(checkpoint: Path, fingerprint: str, model, opt, sched, scaler, s: dict,
-            rank: int = 0) -> bool:
-    """Restore an unfinished run with this fingerprint from `checkpoint`. One that cannot be
-    read or does not fit is set aside and the run starts from step 0: a damaged file must
-    neither block the run nor be lost."""
-    if not checkpoint.is_file():
-        return False
-    try:
-        ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    except Exception as err:  # a cut-short zip, random bytes, a pickle of something else
-        return _set_aside(checkpoint, f"unreadable ({err})", rank)
-    if not isinstance(ck, dict):
-        return _set_aside(checkpoint, f"not a checkpoint (a {type(ck).__name__})", rank)
-    if ck.get("fingerprint") != fingerprint or ck.get("finished"):
-        return False  # another configuration, or a finished run: start afresh
-    missing = [k for k in (*CHECKPOINT_KEYS, *s) if k not in ck]
-    if missing:
-        return _set_aside(checkpoint, f"no {', '.join(missing)}", rank)
-    before = _snapshot(model, opt, sched, scaler)
-    try:
-        _restore(ck, model, opt, sched, scaler)
-    except Exception as err:
-        # a load that failed part way (load_state_dict copies the weights that fit before it
-        # raises) must not leave the fresh run half-restored
-        _restore(before, model, opt, sched, scaler)
-        return _set_aside(checkpoint, f"does not fit this run ({err})", rank)
-    s.update({key: ck[key] for key in s})
-    return True
-
-
-def _snapshot(model, opt, sched, scaler) -> dict:
-    """The objects' state laid out as a checkpoint, to undo a resume that failed."""
-    return {"model": {k: v.detach().clone() for k, v in model.state_dict().items()},
-            "optimizer": copy.deepcopy(opt.state_dict()),
-            "scheduler": copy.deepcopy(sched.state_dict()),
-            "scaler": copy.deepcopy(scaler.state_dict()), "rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-
-
-def _restore(ck: dict, model, opt, sched, scaler) -> None:
-    model.load_state_dict(ck["model"])
-    opt.load_state_dict(ck["optimizer"])
-    sched.load_state_dict(ck["scheduler"])
-    if ck.get("scaler"):
-        scaler.load_state_dict(ck["scaler"])
-    torch.set_rng_state(ck["rng"])
-    if ck.get("cuda_rng") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(ck["cuda_rng"])
-
-
-def _set_aside(checkpoint: Path, problem: str, rank: int) -> bool:
-    """Rename a checkpoint that cannot be resumed, with one warning; returns False (not resumed)."""
-    if rank == 0:  # every rank reads the same file; one moves it
-        import warnings
-
-        from arithrepro.io import one_line, set_aside
-
-        moved = set_aside(checkpoint, "unreadable")
-        warnings.warn(f"{checkpoint}: {one_line(problem)}; moved to {moved}, training from "
-                      "step 0", stacklevel=4)
-    return False
-
-
-def _bar(total: int, done: int, enabled: bool, resumed: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    desc = f"train (resumed at step {done})" if resumed else "train"
-    return tqdm(total=total, initial=done, desc=desc, unit="step", dynamic_ncols=True)

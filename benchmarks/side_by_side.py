@@ -24,7 +24,7 @@ from benchmarks.against import workspace
 def train(ws: Path, cell: str, cores: list[int] | None) -> subprocess.Popen:
     model, size = cell.split("-")
     exe = str(Path(".").resolve() / ".venv" / "bin" / "arithrepro")
-    cmd = [exe, "train", "--task", "expr", "--model", model, "--size", size, "--seed", "0"]
+    cmd = [exe, "train", "--task", "expr", f"{cell}-0"]
     if cores is not None:
         cmd = ["taskset", "-c", ",".join(map(str, cores)), *cmd]
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import done, friendly_errors, params_option, paths
+from arithrepro.stages.common import done, friendly_errors, params_option, paths, rebuild_command
 
 
 @click.command("aggregate-tables")
@@ -13,8 +13,9 @@ from arithrepro.stages.common import done, friendly_errors, params_option, paths
 def aggregate_tables(params_path: str) -> None:
     """Collect the run records of every task into one summary.
 
-    Reads metrics/<task>/runs/*.json for each task in the registry (params.yaml is only
-    validated). Writes metrics/headline.json (each task's headline metrics, mean and std over
+    Reads the record of every run the params ask for, metrics/<task>/runs/[<study>/]<run>.json
+    (params: the lists that name the runs: <task>.{models,sizes,seeds} of a grid task,
+    modular.studies, charlm.{models,schedules,seeds}). Writes metrics/headline.json (each task's headline metrics, mean and std over
     seeds per model and size: what `dvc metrics show` and `dvc exp show` display),
     metrics/summary.json ({task: {"<model>-<size>-<seed>": {metric: value}}}),
     metrics/summary.csv (one row per run) and metrics/<task>.md (mean ± std over seeds).
@@ -23,6 +24,14 @@ def aggregate_tables(params_path: str) -> None:
     from arithrepro.report.tables import write_all
     from arithrepro.tasks.registry import TASKS
 
-    config.load(params_path)
+    params = config.load(params_path)
+    wanted = {name: [spec.record for spec in t.runs(params)] for name, t in TASKS.items()}
     headline = {name: (t.headline, t.headline_sizes) for name, t in TASKS.items()}
-    done(f"aggregate-tables: {write_all(paths.metrics, list(TASKS), headline)}")
+    try:
+        line = write_all(paths.metrics, list(TASKS), headline, wanted)
+    except FileNotFoundError as err:
+        if err.filename is None:
+            raise
+        stage = (rebuild_command(err.filename) or "dvc repro").replace(" -f -s", "")
+        raise FileNotFoundError(f"{err.filename}: missing; run `{stage}`") from None
+    done(f"aggregate-tables: {line}")

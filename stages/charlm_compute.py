@@ -14,8 +14,8 @@ def charlm_compute(params_path: str) -> None:
     """The compute table: FLOPs and sequential matmuls to generate and to train on T tokens,
     by the source's formulas and as counted, beside measured seconds per token.
 
-    Reads params: device, charlm.{models,runs,compute} (T = each
-    seq_length of the runs) and data/charlm/meta.json (the vocabulary size). Models are built
+    Reads params: device, charlm.{architectures,schedules,schedule,compute} (every
+    architecture at T = each seq_length of the schedules that train) and data/charlm/meta.json (the vocabulary size). Models are built
     untrained: the cost does not depend on the weights. Writes metrics/charlm/compute.csv and
     metrics/charlm/compute.md.
     """
@@ -34,10 +34,10 @@ def charlm_compute(params_path: str) -> None:
     m = params["charlm"]
     _, vocab, _ = read_corpus(paths.data("charlm"))
     device = config.device_of(params)
-    lengths = sorted({r["seq_length"] for r in m["runs"]})
+    lengths = sorted({m["schedule"][s]["seq_length"] for s in m["schedules"]})
     rows = []
     for T in lengths:
-        for name, arch in m["models"].items():
+        for name, arch in m["architectures"].items():
             size = {k: v for k, v in arch.items() if k != "model"}
             torch.manual_seed(0)
             net = build_model(arch["model"], size, dropout=0.0,

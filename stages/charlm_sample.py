@@ -13,8 +13,8 @@ from arithrepro.stages.common import done, friendly_errors, params_option, paths
 def charlm_sample(params_path: str) -> None:
     """Sample text from every trained run and draw the transformers' first-layer attention.
 
-    Reads params: charlm.{runs,sample,attention},
-    runs/charlm/models/, data/charlm/meta.json. Writes metrics/charlm/samples.md (per run: the
+    Reads params: charlm.{models,schedules,seeds,schedule,architectures,sample,attention};
+    runs/charlm/<run>/model.pt, data/charlm/meta.json. Writes metrics/charlm/samples.md (per run: the
     prompt and `chars` characters drawn from softmax(logits / temperature), seeded) and
     plots/charlm/attention/<run>.png (the first layer's heads for the attention prompt).
     """
@@ -27,7 +27,7 @@ def charlm_sample(params_path: str) -> None:
     from arithrepro.io import write_text
     from arithrepro.models.registry import MODELS, load_model
     from arithrepro.report.plotting import STYLE, attention_grid, pyplot, save
-    from arithrepro.tasks.charlm import read_corpus, runs
+    from arithrepro.tasks.charlm import read_corpus, run_arch, runs
 
     params = config.load(params_path)
     m = params["charlm"]
@@ -38,9 +38,9 @@ def charlm_sample(params_path: str) -> None:
     todo = runs(params)
     models = {}
     for run in todo:
-        path = paths.run("charlm", "models") / f"{run.name}.pt"
+        path = run.dir / "model.pt"
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: missing; run `arithrepro charlm-train` first")
+            raise FileNotFoundError(f"{path}: missing; run `dvc repro train-charlm` first")
         models[run.name] = load_model(path)[0]
     out_dir = paths.plots / "charlm" / "attention"
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -51,11 +51,13 @@ def charlm_sample(params_path: str) -> None:
     figures = []
     for run in todo:
         net = models[run.name].eval()
-        context = run.seq_length if MODELS[run.model].context == "max_len" else None
+        model = run_arch(params, run)[0]
+        block = m["schedule"][run.label]["seq_length"]
+        context = block if MODELS[model].context == "max_len" else None
         drawn = sample(net, prompt, s["chars"], s["temperature"],
                        torch.Generator().manual_seed(s["seed"]), context)
         lines.append(f"## {run.name}\n\n```text\n{s['prompt']}{vocab.decode(drawn)}\n```\n")
-        if MODELS[run.model].traces:
+        if MODELS[model].traces:
             first = net.trace(tokens_a.unsqueeze(0))["attention"][0][0]  # layer 1, sample 0
             shown = [{"\n": "\\n", " ": "␣"}.get(c, c) for c in prompt_a]
             with plt.rc_context(STYLE):

@@ -33,13 +33,23 @@ def families() -> dict[str, tuple[str, str | None]]:
     for task in GRID_TASKS:
         out.update({f"generate-{task}": ("generate-datasets", task),
                     f"train-{task}": ("train", task), f"evaluate-{task}": ("evaluate", task)})
-    for command in ("modular-study", "modular-attention"):
-        out[command] = (command, "modular")
-    for command in ("charlm-corpus", "charlm-train", "charlm-sample", "charlm-compute"):
+    # the modular studies' stages (train-modular-<study>) share one family
+    out["train-modular"] = ("train", "modular")
+    out["modular-attention"] = ("modular-attention", "modular")
+    out["charlm-corpus"] = ("charlm-corpus", "charlm")
+    out["train-charlm"] = ("train", "charlm")
+    for command in ("charlm-sample", "charlm-compute"):
         out[command] = (command, "charlm")
     out.update({"aggregate-tables": ("aggregate-tables", None),
                 "render-figures": ("render-figures", None)})
     return out
+
+
+def family_of(stage: str) -> str:
+    """The family of a stage as dvc.yaml names it (train-expr@gpt-small-0 -> train-expr,
+    train-modular-data@lstm-std-0.3-0 -> train-modular)."""
+    group = stage.split("@")[0]
+    return "train-modular" if group.startswith("train-modular-") else group
 
 
 def code_files(root: Path, command: str, task: str | None) -> list[str]:

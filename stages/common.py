@@ -120,7 +120,7 @@ def _die(message: str, code: int) -> None:
 
 def rebuild_command(path) -> str | None:
     """The DVC command that writes `path` again, read off the layout above (None for a file no
-    stage writes, such as a memo cell's)."""
+    stage writes)."""
     path = Path(path)
     if path.is_absolute():
         try:
@@ -141,19 +141,20 @@ def _producer(parts: tuple[str, ...]) -> str | None:
             return "charlm-corpus"
         case ("data", task, *_):
             return f"generate-{task}"
-        case ("runs", "modular", "cells", *_) | ("runs", "charlm", "cells", *_):
-            return None  # memo cells: a stage trains a damaged one again by itself
-        case ("runs", "modular", study, _) | ("metrics" | "plots", "modular", _, study, _):
-            return f"modular-study@{study}"
-        case ("runs", "charlm", "models", _) | ("metrics", "charlm", "runs", _) | (
-                "plots", "charlm", "curves" | "val", _):
-            return "charlm-train"
+        case ("runs", "modular", study, name, *_):
+            return _modular_stage(study, name)
+        case ("metrics", "modular", "runs", study, _) | ("plots", "modular", "curves", study, _):
+            return _modular_stage(study, cell)
+        case ("runs", "charlm", name, *_):
+            return f"train-charlm@{name}"
+        case ("metrics", "charlm", "runs", _):
+            return f"train-charlm@{cell}"
         case ("metrics", "charlm", "samples.md") | ("plots", "charlm", "attention", _):
             return "charlm-sample"
         case ("metrics", "charlm", "compute.csv" | "compute.md"):
             return "charlm-compute"
-        case ("runs", task, cell, _):
-            return f"train-{task}@{cell}"
+        case ("runs", task, name, *_):
+            return f"train-{task}@{name}"
         case ("plots", task, "eval", _) | ("metrics", task, "runs", _):
             return f"evaluate-{task}@{cell}"
         case ("metrics", "summary.csv" | "summary.json"):
@@ -161,108 +162,25 @@ def _producer(parts: tuple[str, ...]) -> str | None:
     return None
 
 
+def _modular_stage(study: str, name: str) -> str | None:
+    """train-modular-<study>@<DVC's key> of a run named <model>-<study>[.<swept values>]-<seed>:
+    DVC joins the model, the swept values and the seed with '-' (the values are numbers, each
+    after its key's letters in the name: data.r0.3, size.L2d128)."""
+    import re
+
+    hit = re.fullmatch(rf"(.+)-{re.escape(study)}(\.[^-].*?)?-(\d+)", name)
+    if not hit:
+        return None
+    values = re.findall(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?", hit[2] or "")
+    return f"train-modular-{study}@" + "-".join([hit[1], *values, hit[3]])
+
+
 def done(message: str) -> None:
     """The one-line summary every stage ends with."""
     click.echo(message, err=True)
-
-
-def code_hash(entries: tuple[str, ...]) -> str:
-    """A hash of the named files and directories (*.py) of the installed arithrepro package:
-    the code a memoized result depends on."""
-    import hashlib
-
-    import arithrepro
-
-    h = hashlib.sha256()
-    root = Path(arithrepro.__file__).resolve().parent
-    for entry in entries:
-        path = root / entry
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-        for f in files:
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
-
-
-def fingerprint(*parts) -> str:
-    """A short content key of JSON-serializable parts (a memo cell's directory name)."""
-    import hashlib
-    import json
-
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 
 def data_params(params: dict, task: str) -> dict:
     """A grid task's data keys, <task>.data (the params a record's hash covers, beside the model
     and the loop)."""
     return params[task]["data"]
-
-
-def memo_finished(cell: Path, keys: tuple[str, ...], tables: dict[str, tuple[str, ...]]) -> bool:
-    """Whether a memo cell (runs/<task>/cells/<fingerprint>) holds a finished result to reuse:
-    record.json, written last, a JSON object with `keys`; each CSV of `tables` readable with its
-    columns; model.pt a saved model. A cell that is not is trained again, never trusted: one that
-    looked finished loses its record.json (so only a completed retraining marks it again), with
-    a warning."""
-    from arithrepro.io import read_frame, read_json
-    from arithrepro.models.registry import read_saved
-
-    record = cell / "record.json"
-    if not record.is_file():
-        return False
-    try:
-        for name in (*tables, "model.pt"):
-            if not (cell / name).is_file():
-                raise ArtifactError(cell / name, "missing")
-        read_json(record, keys)
-        for name, columns in tables.items():
-            if read_frame(cell / name, columns).empty:
-                raise ArtifactError(cell / name, "no rows")
-        read_saved(cell / "model.pt")
-    except ArtifactError as err:
-        click.echo(f"warning: {err}; training the cell again", err=True)
-        record.unlink()
-        return False
-    return True
-
-
-class Memo:
-    """A stage's memo of trained cells, runs/<task>/cells/<fingerprint>: a cell is trained once
-    per content (its settings, its seed and the code it runs, `code` under the package), then
-    reused by any run, of this stage or another, with the same content. record.json is written
-    last, so a cell without one is unfinished (a killed cell resumes from its checkpoint);
-    a cell that looks finished is checked whole (`memo_finished`) before it is trusted.
-
-    `outs` maps a cell file to the folder the stage publishes it in under the run's name
-    (curves.csv -> plots/.../<run>.csv), and "record" to the folder of the run records."""
-
-    def __init__(self, task: str, code: tuple[str, ...], keys: tuple[str, ...],
-                 tables: dict[str, tuple[str, ...]], outs: dict[str, Path]):
-        self.root = Path("runs") / task / "cells"
-        self.code = code_hash(code)
-        self.keys, self.tables, self.outs = keys, tables, outs
-
-    def clear_outputs(self) -> None:
-        """Empty the published folders: a run dropped from the params leaves nothing behind."""
-        import shutil
-
-        for d in self.outs.values():
-            shutil.rmtree(d, ignore_errors=True)
-
-    def cell(self, *content) -> Path:
-        return self.root / fingerprint(*content, self.code)
-
-    def finished(self, cell: Path) -> bool:
-        return memo_finished(cell, self.keys, self.tables)
-
-    def publish(self, cell: Path, name: str, **changes) -> dict:
-        """The cell's record (with `changes`) and files under the run's name; returns the record."""
-        from arithrepro.io import copy_file, read_json, write_json
-
-        record = {**read_json(cell / "record.json"), **changes}
-        write_json(self.outs["record"] / f"{name}.json", record)
-        for file, folder in self.outs.items():
-            if file != "record":
-                copy_file(cell / file, folder / f"{name}{Path(file).suffix}")
-        return record
-

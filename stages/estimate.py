@@ -169,59 +169,59 @@ def _grid_jobs(params: dict, task: str, device: str, precision: str):
 
 def _modular_jobs(params: dict, device: str, precision: str):
     from arithrepro.estimate import time_call
-    from arithrepro.tasks.modular import cell as study_cell, study_runs
+    from arithrepro.runs import Placement
+    from arithrepro.tasks.modular import cell as study_cell, run_config, study_runs
 
-    cells = {}  # the stage's memo trains a (model, seed, configuration) once across studies
+    where = Placement(device, precision, bool(params["compile"]))
     for study in params["modular"]["studies"]:
+        groups = {}  # a study's runs that differ only in their seed
         for run in study_runs(params, study):
-            config = {k: v for k, v in run.config.items() if k != "checkpoint_every"}
-            cells.setdefault(json.dumps([run.model, config], sort_keys=True), {}).setdefault(run.seed, run)
-    for same, seeds in cells.items():
-        run = next(iter(seeds.values()))
-        c = run.config
-        shape = {k: c[k] for k in ("p", "orders", "operator", "r_train", "layers", "d_model",
-                                   "heads", "batch_size")}
+            groups.setdefault((run.model, run.label), []).append(run)
+        for runs in groups.values():
+            run, c = runs[0], run_config(params, runs[0])
+            shape = {k: c[k] for k in ("p", "orders", "operator", "r_train", "layers", "d_model",
+                                       "heads", "batch_size")}
 
-        def build(run=run):
-            net, _, _, data, cfg, batches = study_cell(run, device, precision, params["compile"])
+            def build(run=run, c=c):
+                net, _, _, data, cfg, batches = study_cell(run, c, where)
 
-            def validation(net):
-                import torch
+                def validation(net):
+                    import torch
 
-                net.eval()
-                try:
-                    return time_call(lambda: data.evaluate(net), torch.device(device))
-                finally:
-                    net.train()
+                    net.eval()
+                    try:
+                        return time_call(lambda: data.evaluate(net), torch.device(device))
+                    finally:
+                        net.train()
 
-            return net, batches, cfg, validation
+                return net, batches, cfg, validation
 
-        key = json.dumps(["modular", run.model, shape, params["compile"]], sort_keys=True)
-        yield Job("modular", f"{run.model} {run.label}", len(seeds), key, build)
+            key = json.dumps(["modular", run.model, shape, params["compile"]], sort_keys=True)
+            yield Job("modular", f"{run.model} {run.label}", len(runs), key, build)
 
 
 def _charlm_jobs(params: dict, device: str, precision: str):
     import torch
 
     from arithrepro.estimate import forward_seconds
-
-    from arithrepro.tasks.charlm import runs, setup_run
+    from arithrepro.runs import Placement, RunSpec
+    from arithrepro.tasks.charlm import run_arch, setup_run
 
     m = params["charlm"]
+    where = Placement(device, precision, bool(params["compile"]))
     ids = torch.randint(CHARLM_VOCAB, (m["corpus"]["chars"],),
                         generator=torch.Generator().manual_seed(0))
-    seen = {}  # model names sharing an architecture share one trained run (the stage's memo)
-    for run in runs(params):
-        seen.setdefault(json.dumps([run.model, run.size, run.seq_length, run.steps, run.seed],
-                                   sort_keys=True), run)
-    for run in seen.values():
-        def build(run=run):
-            net, _, data, cfg, batches, _ = setup_run(run, m, ids, CHARLM_VOCAB, device, precision,
-                                                       params["compile"])
-            x = data.val[:cfg.eval_batch_size, :-1]  # a validation batch's inputs
-            return net, batches, cfg, lambda net: forward_seconds(net, x, precision) * len(data.val)
+    for name in m["models"]:
+        for schedule in m["schedules"]:
+            run = RunSpec("charlm", name, schedule, m["seeds"][0])
 
-        key = json.dumps(["charlm", run.model, run.size, run.seq_length,
-                          m["train"]["batch_size"], params["compile"]], sort_keys=True)
-        yield Job("charlm", f"{run.model_name} T={run.seq_length}", 1, key, build)
+            def build(run=run):
+                net, _, _, _, data, cfg, batches, _ = setup_run(run, params, ids, CHARLM_VOCAB, where)
+                x = data.val[:cfg.eval_batch_size, :-1]  # a validation batch's inputs
+                return net, batches, cfg, lambda net: forward_seconds(net, x, precision) * len(data.val)
 
+            model, size = run_arch(params, run)
+            T = m["schedule"][schedule]["seq_length"]
+            key = json.dumps(["charlm", model, size, T, m["train"]["batch_size"], params["compile"]],
+                             sort_keys=True)
+            yield Job("charlm", f"{name} T={T}", len(m["seeds"]), key, build)

@@ -15,7 +15,7 @@ def modular_attention(params_path: str) -> None:
 
     Reads params: modular.attention (study, model, samples) and the study's settings;
     metrics/modular/runs/<study>/ (to pick the run of `model` with the best validation accuracy,
-    then the lowest validation loss) and runs/modular/<study>/<cell>.pt. Writes
+    then the lowest validation loss) and runs/modular/<study>/<run>/model.pt. Writes
     plots/modular/attention/sample<i>.png: a grid of maps, rows = layers, columns = heads, both
     axes labelled with the sample's tokens.
     """
@@ -25,11 +25,12 @@ def modular_attention(params_path: str) -> None:
     from arithrepro.io import read_json
     from arithrepro.models.registry import load_model
     from arithrepro.report.plotting import STYLE, attention_grid, pyplot, save
-    from arithrepro.tasks.modular import encode, study_runs
+    from arithrepro.params_reads import unrecorded
+    from arithrepro.tasks.modular import encode, run_config, study_runs
 
     params = config.load(params_path)
     a = params["modular"]["attention"]
-    runs = [r for r in study_runs(params, a["study"]) if r.model == a["model"]]
+    runs = [r for r in study_runs(unrecorded(params), a["study"]) if r.model == a["model"]]
     if not runs:
         raise config.ParamsError(f"modular.attention.model = {a['model']!r}: no such run in the "
                                  f"{a['study']} study")
@@ -37,14 +38,14 @@ def modular_attention(params_path: str) -> None:
     for r in runs:
         path = paths.record("modular") / a["study"] / f"{r.name}.json"
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: missing; run `arithrepro modular-study --study "
-                                    f"{a['study']}` first")
+            raise FileNotFoundError(f"{path}: missing; run `dvc repro train-modular-{a['study']}` "
+                                    "first")
         records[r.name] = read_json(path, ("val_acc", "val_loss"))
     best = max(runs, key=lambda r: (records[r.name]["val_acc"], -records[r.name]["val_loss"]))
-    net, saved = load_model(paths.run("modular", a["study"]) / f"{best.name}.pt", ("vocab",))
+    net, saved = load_model(best.dir / "model.pt", ("vocab",))
     net.eval()
     vocab = saved["vocab"]
-    c = best.config
+    c = run_config(params, best)
     out_dir = paths.plots / "modular" / "attention"
     shutil.rmtree(out_dir, ignore_errors=True)
     plt = pyplot()

@@ -14,6 +14,7 @@ import torch
 
 from arithrepro.models.registry import MODELS
 from arithrepro.tasks.expr import TASK, Split, encode
+from arithrepro.observers import Observer
 from arithrepro.train import EpochBatches, fit
 
 # The expr grid's language models and the source's sizes for them, as the fields
@@ -85,15 +86,35 @@ def sources(cfg, batch_size, epochs):
     return batches, (lambda idx: TASK.batch(valid, idx), len(valid))
 
 
+class Halted(Exception):
+    pass
+
+
+class Halt(Observer):
+    """Stops the run after a step, as if its process were killed there."""
+
+    def __init__(self, after: int):
+        self.after = after
+
+    def step(self, state):
+        if state.step >= self.after:
+            raise Halted
+
+
 def run(tmp_path, name, cfg, halt_after=None, model=None, batch_size=16, epochs=2, fp="fp",
         dropout=0.1, series=None):
     """Train `model` (default: `name` at its small size) on the tiny splits, checkpointing to
-    tmp_path/checkpoint.pt. Returns (model, fit's result)."""
+    tmp_path/checkpoint.pt. Returns (model, fit's result); the result is None when the run
+    was halted after step `halt_after`."""
     batches, valid = sources(cfg, batch_size, epochs)
     torch.manual_seed(cfg.seed)
     model = model or build(name, "small", dropout=dropout)
-    result = fit(model, batches, valid, cfg, tmp_path / "checkpoint.pt", fp,
-                 halt_after=halt_after, progress=False, series=series)
+    halt = (Halt(halt_after),) if halt_after is not None else ()
+    try:
+        result = fit(model, batches, valid, cfg, tmp_path / "checkpoint.pt", fp,
+                     progress=False, series=series, observers=halt)
+    except Halted:
+        result = None
     return model, result
 
 

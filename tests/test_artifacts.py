@@ -1,6 +1,6 @@
 """Damaged files never block a run: a checkpoint that cannot be resumed is set aside and the run
 starts over; any other file a stage reads that is cut short or foreign stops the stage with one
-line naming it and the command that rebuilds it; a damaged memo cell is trained again."""
+line naming it and the command that rebuilds it."""
 
 import contextlib
 import io
@@ -25,10 +25,10 @@ from tests.helpers import run
 
 ROOT = Path(__file__).resolve().parents[1]
 LOOPED = ["--task", "looped", "--model", "standard", "--size", "notebook", "--seed", "0"]
+TRAIN_LOOPED = ["--task", "looped", "standard-notebook-0"]
 RUN_DIR = Path("runs/looped/standard-notebook-0")
 REBUILD_TRAIN = "; rebuild it with `dvc repro -f -s train-looped@standard-notebook-0`"
 REBUILD_DATA = "; rebuild it with `dvc repro -f -s generate-looped`"
-TIMING = {"train_seconds", "s_per_step", "tokens_per_s", "provenance"}
 
 
 def torch_bytes(obj) -> bytes:
@@ -123,9 +123,11 @@ def test_a_good_checkpoint_still_resumes(tmp_path, fresh):
 
 # --- stages on a tiny workspace (smoke profile) ----------------------------------------------
 
-def write_params(dest: Path) -> None:
+def write_params(dest: Path, **blocks) -> None:
     params = config.compose(["profile=smoke"], ROOT / "conf")
-    params["charlm"]["runs"] = [{"seq_length": 16, "steps": 6, "models": ["rnn"]}]
+    for task, over in blocks.items():
+        params[task].update(over)
+    params["charlm"]["models"] = ["rnn"]
     (dest / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
 
 
@@ -165,7 +167,7 @@ def trained(tmp_path_factory):
     write_params(ws)
     with inside(ws):
         ok("generate-datasets", "--task", "looped")
-        ok("train", *LOOPED)
+        ok("train", *TRAIN_LOOPED)
     return ws
 
 
@@ -185,7 +187,7 @@ def ws(trained, tmp_path, monkeypatch):
 def test_train_sets_a_garbage_checkpoint_aside_and_trains_from_step_0(ws, trained):
     (RUN_DIR / "checkpoint.pt").write_text("garbage\n")
     with pytest.warns(UserWarning) as caught:
-        ok("train", *LOOPED)
+        ok("train", *TRAIN_LOOPED)
     mine = [str(w.message) for w in caught if "checkpoint.pt" in str(w.message)]
     assert mine == [f"{RUN_DIR / 'checkpoint.pt'}: unreadable (invalid literal for int() with "
                     f"base 10: 'arbage\\n'); moved to {RUN_DIR / 'checkpoint.pt.unreadable'}, "
@@ -262,7 +264,7 @@ def test_evaluate_stops_on_a_damaged_run_record(ws, text, problem):
 def test_train_stops_on_a_damaged_dataset_before_writing(ws, name, damage, problem):
     model = (RUN_DIR / "model.pt").read_bytes()
     damage(Path("data/looped") / name)
-    one_error(cli("train", *LOOPED), f"data/looped/{name}: {problem}", REBUILD_DATA)
+    one_error(cli("train", *TRAIN_LOOPED), f"data/looped/{name}: {problem}", REBUILD_DATA)
     assert (RUN_DIR / "model.pt").read_bytes() == model
     assert not (RUN_DIR / "checkpoint.pt").exists()
 
@@ -276,9 +278,16 @@ def test_evaluate_stops_on_a_truncated_evaluation_set(ws):
     assert errors[0].endswith(REBUILD_DATA) and not Path("metrics").exists()
 
 
-def test_aggregate_stops_on_a_truncated_evaluation_record(tmp_path, monkeypatch):
+def test_aggregate_names_the_first_missing_record(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_params(tmp_path)
+    one_error(cli("aggregate-tables"), "metrics/expr/runs/gpt-small-0.json: missing; ",
+              "run `dvc repro evaluate-expr@gpt-small-0`")
+
+
+def test_aggregate_stops_on_a_truncated_evaluation_record(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_params(tmp_path, expr={"models": ["gpt"], "sizes": ["small"]})
     record = Path("metrics/expr/runs/gpt-small-0.json")
     record.parent.mkdir(parents=True)
     record.write_text('{"task": "expr", "model": "gpt", "si')
@@ -294,13 +303,17 @@ def test_aggregate_stops_on_a_truncated_evaluation_record(tmp_path, monkeypatch)
     ("data/charlm/corpus.txt", "charlm-corpus"),
     ("metrics/expr/runs/gpt-small-0.json", "evaluate-expr@gpt-small-0"),
     ("plots/looped/eval/standard-notebook-0.csv", "evaluate-looped@standard-notebook-0"),
-    ("metrics/modular/runs/sanity/gpt-sin-sanity-0.json", "modular-study@sanity"),
-    ("runs/modular/data/gpt-sin-data.r0.3-0.pt", "modular-study@data"),
-    ("plots/modular/curves/size/gpt-sin-size.L1d8-0.csv", "modular-study@size"),
-    ("runs/charlm/models/rnn-s16-0.pt", "charlm-train"),
-    ("metrics/charlm/runs/rnn-s16-0.json", "charlm-train"),
-    ("plots/charlm/val/rnn-s16-0.tsv", "charlm-train"),
-    ("plots/modular/steps/data/lstm-std-data.r0.3-0.tsv", "modular-study@data"),
+    ("metrics/modular/runs/sanity/gpt-sin-sanity-0.json", "train-modular-sanity@gpt-sin-0"),
+    ("runs/modular/data/gpt-sin-data.r0.3-0/model.pt", "train-modular-data@gpt-sin-0.3-0"),
+    ("plots/modular/curves/size/gpt-sin-size.L1d8-0.csv", "train-modular-size@gpt-sin-1-8-0"),
+    ("runs/charlm/rnn-s16-0/model.pt", "train-charlm@rnn-s16-0"),
+    ("metrics/charlm/runs/rnn-s16-0.json", "train-charlm@rnn-s16-0"),
+    ("runs/charlm/rnn-s16-0/live/plots/metrics/val/loss.tsv", "train-charlm@rnn-s16-0"),
+    ("runs/modular/data/lstm-std-data.r0.3-0/live/plots/metrics/train/loss.tsv",
+     "train-modular-data@lstm-std-0.3-0"),
+    ("runs/modular/regularization/lstm-std-regularization.wd1e-05-42/train.json",
+     "train-modular-regularization@lstm-std-1e-05-42"),
+    ("runs/modular/sanity/gpt-sin-sanity-0/model.pt", "train-modular-sanity@gpt-sin-0"),
     ("metrics/summary.csv", "aggregate-tables"),
 ])
 def test_every_read_file_maps_to_the_stage_that_writes_it(path, stage):
@@ -308,8 +321,8 @@ def test_every_read_file_maps_to_the_stage_that_writes_it(path, stage):
     assert rebuild_command(Path.cwd() / path) == f"dvc repro -f -s {stage}"
 
 
-def test_memo_cells_and_unknown_files_have_no_rebuild_command():
-    assert rebuild_command("runs/modular/cells/0123abcd/record.json") is None
+def test_unknown_files_have_no_rebuild_command():
+    assert rebuild_command("runs/modular/data/lstm-std-size.L1d8-0/model.pt") is None
     assert rebuild_command("/elsewhere/model.pt") is None
 
 
@@ -322,115 +335,67 @@ def test_a_figure_input_without_its_columns_names_the_file(tmp_path):
         read_csv(path, {"length", "accuracy"}, "evaluate")
 
 
-# --- memo cells ------------------------------------------------------------------------------
+# --- modular and charlm runs ----------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def memo(tmp_path_factory):
-    """The smoke profile's modular sanity study and one charlm run, trained."""
-    ws = tmp_path_factory.mktemp("memo")
+def studied(tmp_path_factory):
+    """The smoke profile's modular sanity runs and one charlm run, trained."""
+    ws = tmp_path_factory.mktemp("studied")
     write_params(ws)
     with inside(ws):
-        ok("modular-study", "--study", "sanity")
+        for name in ("lstm-std-sanity-0", "gpt-sin-sanity-0"):
+            ok("train", "--task", "modular", name)
         ok("charlm-corpus")
-        ok("charlm-train")
+        ok("train", "--task", "charlm", "rnn-s16-0")
     return ws
 
 
 @pytest.fixture
-def memo_ws(memo, tmp_path, monkeypatch):
-    return _work_in_copy(memo, tmp_path, monkeypatch)
+def studied_ws(studied, tmp_path, monkeypatch):
+    return _work_in_copy(studied, tmp_path, monkeypatch)
 
 
-def results(directory: Path) -> dict:
-    """Every output file under `directory`: CSVs as text, records without their timings."""
-    out = {}
-    for path in sorted(directory.rglob("*")):
-        if path.suffix == ".json":
-            out[path.name] = {k: v for k, v in json.loads(path.read_text()).items()
-                              if k not in TIMING}
-        elif path.suffix == ".csv":
-            out[path.name] = path.read_text()
-    return out
+def test_a_study_run_writes_its_model_record_curve_and_series(studied):
+    run = studied / "runs/modular/sanity/gpt-sin-sanity-0"
+    assert {"model.pt", "train.json", "live"} <= {p.name for p in run.iterdir()}
+    assert not (run / "checkpoint.pt").exists()
+    record = json.loads((studied / "metrics/modular/runs/sanity/gpt-sin-sanity-0.json").read_text())
+    assert (record["model"], record["size"], record["seed"]) == ("gpt-sin", "sanity", 0)
+    assert {"val_acc", "val_loss_step", "dt_acc_steps", "param_norm", "provenance"} <= set(record)
+    curve = (studied / "plots/modular/curves/sanity/gpt-sin-sanity-0.csv").read_text()
+    assert curve.splitlines()[0].startswith("step,")
+    assert (run / "live/plots/metrics/train/loss.tsv").is_file()
+    charlm = json.loads((studied / "metrics/charlm/runs/rnn-s16-0.json").read_text())
+    assert (charlm["model"], charlm["size"], charlm["seq_length"]) == ("rnn", "s16", 16)
 
 
-def _drop_key(key: str):
-    def damage(path: Path) -> None:
-        record = json.loads(path.read_text())
-        del record[key]
-        path.write_text(json.dumps(record))
-    return damage
-
-
-MEMO_DAMAGE = {
-    "record not JSON": ("record.json", cut, "not valid JSON ("),
-    "record a list": ("record.json", lambda p: p.write_text("[1]"), "expected a JSON object"),
-    "record without val_acc": ("record.json", _drop_key("val_acc"), "no key val_acc"),
-    "curves gone": ("curves.csv", Path.unlink, "missing"),
-    "curves cut": ("curves.csv", lambda p: p.write_text("step,train_loss\n4,0.5\n"),
-                   "no column train_acc, val_acc, val_loss"),
-    "steps empty": ("live/plots/metrics/train/loss.tsv", lambda p: p.write_text(""),
-                    "unreadable TSV ("),
-    "model cut": ("model.pt", cut, "unreadable model file ("),
-}
-
-
-@pytest.mark.parametrize("kind", MEMO_DAMAGE)
-def test_a_damaged_modular_memo_cell_is_trained_again(memo_ws, memo, kind):
-    name, damage, problem = MEMO_DAMAGE[kind]
-    cell = sorted(Path("runs/modular/cells").iterdir())[0]
-    damage(cell / name)
-    result = ok("modular-study", "--study", "sanity")
-    warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
-    assert len(warned) == 1 and warned[0].startswith(f"warning: {cell / name}: {problem}")
-    assert warned[0].endswith("; training the cell again")
-    assert "2 cells (1 trained, 1 reused)" in result.stderr
-    for d in ("metrics/modular/runs/sanity", "plots/modular/curves/sanity",
-              "plots/modular/steps/sanity"):
-        assert results(Path(d)) == results(memo / d), d
-    # the retrained cell is whole again: the next run reuses both
-    assert "2 cells (0 trained, 2 reused)" in ok("modular-study", "--study", "sanity").stderr
-
-
-def test_an_unfinished_memo_cell_trains_without_a_warning(memo_ws):
-    cell = sorted(Path("runs/modular/cells").iterdir())[0]
-    (cell / "record.json").unlink()
-    result = ok("modular-study", "--study", "sanity")
-    assert "warning" not in result.stderr and "2 cells (1 trained, 1 reused)" in result.stderr
-
-
-@pytest.mark.parametrize("name, damage", [("record.json", cut), ("model.pt", cut),
-                                          ("live/plots/metrics/val/loss.tsv", Path.unlink)])
-def test_a_damaged_charlm_memo_cell_is_trained_again(memo_ws, memo, name, damage):
-    (cell,) = Path("runs/charlm/cells").iterdir()
-    damage(cell / name)
-    result = ok("charlm-train")
-    assert f"warning: {cell / name}: " in result.stderr
-    assert "1 runs (1 trained, 0 reused)" in result.stderr
-    for d in ("metrics/charlm/runs", "plots/charlm/curves", "plots/charlm/val"):
-        assert results(Path(d)) == results(memo / d), d
+def test_an_unknown_run_is_one_line(studied_ws):
+    one_error(cli("train", "--task", "modular", "gpt-sin-sanity-7"),
+              "run gpt-sin-sanity-7: not a run of modular in these params (lstm-std-sanity-0, ",
+              "lstm-std-regularization.wd1.0-0)")
 
 
 @pytest.mark.parametrize("name, problem", [
     ("corpus.txt", "its sha256 is not the one in data/charlm/meta.json"),
     ("meta.json", "not valid JSON ("),
 ])
-def test_charlm_stops_on_a_truncated_corpus(memo_ws, name, problem):
+def test_charlm_stops_on_a_truncated_corpus(studied_ws, name, problem):
     cut(Path("data/charlm") / name)
-    one_error(cli("charlm-train"), f"data/charlm/{name}: {problem}",
+    one_error(cli("train", "--task", "charlm", "rnn-s16-0"), f"data/charlm/{name}: {problem}",
               "; rebuild it with `dvc repro -f -s charlm-corpus`")
 
 
-def test_charlm_sample_stops_on_a_truncated_model(memo_ws):
-    model = Path("runs/charlm/models/rnn-s16-0.pt")
+def test_charlm_sample_stops_on_a_truncated_model(studied_ws):
+    model = Path("runs/charlm/rnn-s16-0/model.pt")
     cut(model)
     one_error(cli("charlm-sample"), f"{model}: unreadable model file (",
-              "; rebuild it with `dvc repro -f -s charlm-train`")
+              "; rebuild it with `dvc repro -f -s train-charlm@rnn-s16-0`")
     assert not Path("metrics/charlm/samples.md").exists()
 
 
-def test_modular_attention_stops_on_a_truncated_record(memo_ws):
+def test_modular_attention_stops_on_a_truncated_record(studied_ws):
     record = Path("metrics/modular/runs/sanity/gpt-sin-sanity-0.json")
     cut(record)
     one_error(cli("modular-attention"), f"{record}: not valid JSON (",
-              "; rebuild it with `dvc repro -f -s modular-study@sanity`")
+              "; rebuild it with `dvc repro -f -s train-modular-sanity@gpt-sin-0`")
     assert not Path("plots/modular/attention").exists()

@@ -180,13 +180,16 @@ def _params(**charlm_over):
 
 
 @pytest.mark.parametrize("over,message", [
-    ({"runs": [{"seq_length": 20, "steps": 5, "models": ["lstm"]}]},
-     r"charlm.runs\[0\].models: 'lstm' is not one of charlm.models"),
-    ({"attention": {"prompt": "x" * 30}, "runs": [{"seq_length": 20, "steps": 5, "models": ["transformer-1"]}]},
+    ({"models": ["lstm"]}, r"charlm.models: 'lstm' is not one of charlm.architectures"),
+    ({"schedules": ["s30"]}, r"charlm.schedules: 's30' is not one of charlm.schedule \(s20, s100, s16\)"),
+    ({"models": ["rnn", "rnn"]}, r"charlm.models = \['rnn', 'rnn'\]: expected a list without repeats"),
+    ({"schedule": {"s20": {"steps": 0}}}, r"charlm.schedule.s20.steps = 0"),
+    ({"attention": {"prompt": "x" * 30}, "schedules": ["s20"], "models": ["transformer-1"]},
      "charlm.attention.prompt: 30 characters, longer than transformer-1-s20-0's block of 20"),
     ({"corpus": {"source": "file"}}, "charlm.corpus.path: missing"),
-    ({"models": {"gru": {"model": "lstm"}}}, "charlm.models.gru.model = 'lstm'"),
-    ({"models": {"transformer-1": {"heads": 3}}}, "charlm.models.transformer-1.d_model = 16: expected a multiple of heads"),
+    ({"architectures": {"gru": {"model": "lstm"}}}, "charlm.architectures.gru.model = 'lstm'"),
+    ({"architectures": {"transformer-1": {"heads": 3}}},
+     "charlm.architectures.transformer-1.d_model = 16: expected a multiple of heads"),
     ({"sample": {"temperature": 0}}, "charlm.sample.temperature = 0"),
     ({"corpus": {"source": "web"}}, "charlm.corpus.source = 'web'"),
 ])
@@ -197,8 +200,8 @@ def test_params_errors_name_the_key(over, message):
 
 def test_an_architecture_names_its_missing_field():
     params = _params()
-    params["charlm"]["models"]["gru"] = {"model": "gru", "d_model": 8, "layers": 1}
-    with pytest.raises(config.ParamsError, match="charlm.models.gru.d_embed: missing"):
+    params["charlm"]["architectures"]["gru"] = {"model": "gru", "d_model": 8, "layers": 1}
+    with pytest.raises(config.ParamsError, match="charlm.architectures.gru.d_embed: missing"):
         config.validate(params)
 
 
@@ -206,8 +209,10 @@ def test_the_paper_profile_is_the_source_on_tinystories():
     params = config.compose(["profile=paper"])
     m = params["charlm"]
     assert m["corpus"]["source"] == "tinystories" and m["corpus"]["chars"] == 10_000_000
-    assert [r.name for r in charlm.runs(params)][:2] == ["rnn-s20-0", "multi-rnn-s20-0"]
-    assert {(r.seq_length, r.steps) for r in charlm.runs(params)} == {(20, 2000), (100, 3000)}
+    runs = charlm.runs(params)
+    assert [r.name for r in runs][:4] == ["rnn-s20-0", "rnn-s20-1", "rnn-s20-2", "rnn-s100-0"]
+    assert len(runs) == 5 * 2 * 3 and str(runs[0].dir) == "runs/charlm/rnn-s20-0"
+    assert {tuple(m["schedule"][r.label].values()) for r in runs} == {(20, 2000), (100, 3000)}
 
 
 def _corpus_stage(tmp_path, corpus: dict):

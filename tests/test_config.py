@@ -93,7 +93,7 @@ def test_cli_refuses_a_string_learning_rate_before_any_work(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(bad))
     before = set(tmp_path.rglob("*"))
     for args in (["generate-datasets", "--task", "expr"],
-                 ["train", "--task", "expr", "--model", "lstm", "--size", "small", "--seed", "0"]):
+                 ["train", "--task", "expr", "lstm-small-0"]):
         proc = subprocess.run([sys.executable, "-m", "arithrepro.cli", *args], cwd=tmp_path,
                               capture_output=True, text=True)
         assert proc.returncode == 2
@@ -102,14 +102,15 @@ def test_cli_refuses_a_string_learning_rate_before_any_work(tmp_path):
     assert set(tmp_path.rglob("*")) == before  # nothing written
 
 
-def test_cli_names_an_unknown_grid_cell(tmp_path):
+def test_cli_names_an_unknown_run(tmp_path):
     (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
     proc = subprocess.run([sys.executable, "-m", "arithrepro.cli", "train", "--task", "expr",
-                           "--model", "lstm", "--size", "huge", "--seed", "0"], cwd=tmp_path,
-                          capture_output=True, text=True)
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == ("error: params: --size = 'huge': expected one of small, medium, "
-                                   "large (models.lstm.sizes)")
+                           "lstm-huge-0"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("error: run lstm-huge-0: not a run of expr in these params "
+                                   "(gpt-medium-0, gpt-medium-1, gpt-medium-2, lstm-medium-0, "
+                                   "lstm-medium-1, lstm-medium-2, retran-medium-0, retran-medium-1, "
+                                   "retran-medium-2)")
 
 
 def test_missing_params_file_is_named(tmp_path):

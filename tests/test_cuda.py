@@ -89,8 +89,7 @@ def test_torchrun_one_process_nccl(tmp_path):
     out = run(sys.executable, "-m", "arithrepro.cli", "generate-datasets", "--task", "expr")
     assert out.returncode == 0, out.stderr[-2000:]
     out = run(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-              "1", "-m", "arithrepro.cli", "train", "--task", "expr", "--model", "gpt",
-              "--size", "small", "--seed", "0")
+              "1", "-m", "arithrepro.cli", "train", "--task", "expr", "gpt-small-0")
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "runs/expr/gpt-small-0/model.pt").is_file()
     assert "cuda" in out.stderr

@@ -93,9 +93,8 @@ def test_torchrun_train_matches_a_single_process(tmp_path):
         (cwd / "params.yaml").write_text(yaml.safe_dump(params))
         subprocess.run([str(bin_dir / "arithrepro"), "generate-datasets", "--task", "expr"],
                        cwd=cwd, check=True, capture_output=True, env=env)
-        out = subprocess.run([*launcher, "train", "--task", "expr", "--model", "lstm", "--size",
-                              "small", "--seed", "0"], cwd=cwd, capture_output=True, text=True,
-                             env=env)
+        out = subprocess.run([*launcher, "train", "--task", "expr", "lstm-small-0"],
+                             cwd=cwd, capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stderr[-3000:]
         results[label] = (json.loads((cwd / "runs/expr/lstm-small-0/train.json").read_text()),
                           torch.load(cwd / "runs/expr/lstm-small-0/model.pt", weights_only=False))

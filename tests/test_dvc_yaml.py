@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from arithrepro.imports import closure, graph, project_modules
-from arithrepro.stages.code_deps import REGISTRIES, code_deps, code_files, families, listing
+from arithrepro.stages.code_deps import (REGISTRIES, code_deps, code_files, families, family_of,
+                                         listing)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +26,7 @@ def test_every_stage_depends_on_its_familys_code_file_and_on_no_source():
     wrong = {}
     for stage in stages():
         deps = [str(d.def_path) for d in stage.deps if type(d).__name__ != "ParamsDependency"]
-        family = stage.addressing.split("@")[0]
+        family = family_of(stage.addressing)
         code = [d for d in deps if d.startswith(("arithrepro", "stages", "code-deps"))]
         if family == "code-deps":
             expected = ["arithrepro", "stages"]
@@ -38,7 +39,7 @@ def test_every_stage_depends_on_its_familys_code_file_and_on_no_source():
 
 
 def test_code_deps_knows_exactly_the_pipelines_families():
-    assert set(families()) == {s.addressing.split("@")[0] for s in stages()} - {"code-deps"}
+    assert set(families()) == {family_of(s.addressing) for s in stages()} - {"code-deps"}
 
 
 def test_a_cell_runs_its_tasks_and_models_code_only():
@@ -52,7 +53,7 @@ def test_a_cell_runs_its_tasks_and_models_code_only():
                 "stages/evaluate.py"} & train
     assert not any("/models/" in f for f in code_files(ROOT, "generate-datasets", "expr"))
     assert "arithrepro/cost.py" in code_files(ROOT, "charlm-compute", "charlm")
-    assert "arithrepro/cost.py" not in code_files(ROOT, "charlm-train", "charlm")
+    assert "arithrepro/cost.py" not in code_files(ROOT, "train", "charlm")
 
 
 @pytest.mark.parametrize("rule", ["tasks", "models"])

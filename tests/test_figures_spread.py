@@ -108,9 +108,10 @@ def modular_inputs(root: Path, seeds) -> tuple[pd.DataFrame, Path]:
 
 
 def charlm_inputs(root: Path, seeds) -> tuple[pd.DataFrame, Path]:
+    """The summary rows and each run's dvclive series (runs/charlm/<run>/live/...) of two
+    models at two seq_lengths; returns (rows, the figures' folder)."""
     out, rows = root / "plots", []
-    (out / "curves").mkdir(parents=True)
-    (out / "val").mkdir()
+    out.mkdir(parents=True)
     for T in (16, 64):
         for i, (model, params) in enumerate((("gru", 50_000), ("transformer-1", 120_000))):
             for seed in seeds:
@@ -122,10 +123,11 @@ def charlm_inputs(root: Path, seeds) -> tuple[pd.DataFrame, Path]:
                 val = floor + 0.1 + 2.8 * np.exp(-val_steps / 80) + 0.06 * (1 + _jitter(seed, model, T))
                 name = f"{model}-s{T}-{seed}"
                 # dvclive's series: tab-separated, the value column named after the series
-                pd.DataFrame({"step": steps, "loss": loss}).to_csv(out / "curves" / f"{name}.tsv",
-                                                                   sep="\t", index=False)
-                pd.DataFrame({"step": val_steps, "loss": val}).to_csv(out / "val" / f"{name}.tsv",
-                                                                      sep="\t", index=False)
+                live = root / "runs" / "charlm" / name / "live" / "plots" / "metrics"
+                for kind, x, y in (("train", steps, loss), ("val", val_steps, val)):
+                    (live / kind).mkdir(parents=True)
+                    pd.DataFrame({"step": x, "loss": y}).to_csv(live / kind / "loss.tsv",
+                                                                sep="\t", index=False)
                 rows.append({"model": model, "size": f"s{T}", "seed": seed, "params": params,
                              "seq_length": T, "final_val_loss": val[-1]})
     return pd.DataFrame(rows), out
@@ -317,11 +319,12 @@ def test_modular_sanity_one_seed_draws_no_band(tmp_path, drawn):
 
 def test_charlm_validation_band_per_run(tmp_path, drawn):
     summary, out = charlm_inputs(tmp_path, THREE)
-    charlm_figures.render_charlm(summary, None, None, out)
+    charlm_figures.render_charlm(summary, None, None, out, tmp_path / "runs")
     fig = drawn["loss_curves.png"]
     assert [len(_bands(ax)) for ax in fig.axes] == [2, 2]  # a band per model, per seq_length
-    v = [pd.read_csv(out / "val" / f"gru-s64-{s}.tsv", sep="\t").set_index("step").loc[200, "loss"]
-         for s in THREE]
+    live = tmp_path / "runs" / "charlm"
+    v = [pd.read_csv(live / f"gru-s64-{s}" / "live/plots/metrics/val/loss.tsv", sep="\t")
+         .set_index("step").loc[200, "loss"] for s in THREE]
     expected = (np.mean(v) - np.std(v, ddof=1), np.mean(v) + np.std(v, ddof=1))
     assert any(np.allclose(_band_at(b, 200), expected) for b in _bands(fig.axes[1]))
     assert "mean over 3 seeds" in _title(fig) and "± std" in _title(fig)
@@ -331,7 +334,7 @@ def test_charlm_validation_band_per_run(tmp_path, drawn):
 
 def test_charlm_one_seed_draws_no_band(tmp_path, drawn):
     summary, out = charlm_inputs(tmp_path, ONE)
-    charlm_figures.render_charlm(summary, None, None, out)
+    charlm_figures.render_charlm(summary, None, None, out, tmp_path / "runs")
     fig = drawn["loss_curves.png"]
     assert not any(_bands(ax) for ax in fig.axes)
     assert "±" not in _title(fig)

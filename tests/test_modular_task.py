@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from arithrepro import config
 from arithrepro.tasks.modular import (Vocab, curve_metrics, encode, first_scored, inputs_targets,
-                                      score, sequences, split, study_runs)
+                                      run_config, score, sequences, split, study_runs)
 
 PRIMES = [2, 3, 5, 7, 11, 13]
 
@@ -141,23 +141,33 @@ def test_studies_expand_their_sweeps():
     assert len(runs) == 2 * 9 * 2
     assert {r.label for r in runs} == {f"size.L{L}d{d}" for L, d in itertools.product([1, 2, 3], [64, 128, 256])}
     r = next(r for r in runs if r.label == "size.L3d64" and r.model == "gpt-sin" and r.seed == 42)
-    assert r.config["layers"] == 3 and r.config["d_model"] == 64 and r.config["r_train"] == 0.5
-    assert r.name == "gpt-sin-size.L3d64-42"
+    c = run_config(p, r)
+    assert c["layers"] == 3 and c["d_model"] == 64 and c["r_train"] == 0.5
+    assert r.name == "gpt-sin-size.L3d64-42" and r.group == "size"
+    assert str(r.dir) == "runs/modular/size/gpt-sin-size.L3d64-42"
+    assert str(r.record) == "metrics/modular/runs/size/gpt-sin-size.L3d64-42.json"
     reg = study_runs(p, "regularization")
-    assert {r.model for r in reg} == {"lstm-std"} and all(r.config["steps"] == 40001 for r in reg)
+    assert {r.model for r in reg} == {"lstm-std"} and all(run_config(p, r)["steps"] == 40001 for r in reg)
     compute = study_runs(p, "compute")
-    assert compute[0].budgets[-1] == 1.0 and all(r.config["steps"] == 20001 for r in compute)
+    assert all(run_config(p, r)["steps"] == 20001 for r in compute)
     orders = study_runs(p, "orders")
-    assert orders[0].label == "orders" and orders[0].config["p"] == 11
+    assert orders[0].label == "orders" and run_config(p, orders[0])["p"] == 11
 
 
 def test_the_profile_overrides_key_by_key():
     p = config.compose(["profile=smoke"])
     sanity = study_runs(p, "sanity")
-    assert all(r.config["steps"] == 8 for r in sanity)
-    assert all(r.config["operator"] == "+" for r in sanity)  # not overridden: the top-level value
-    orders = study_runs(p, "orders")[0]
-    assert orders.config["orders"] == [2, 3] and orders.config["p"] == 5
+    assert all(run_config(p, r)["steps"] == 8 for r in sanity)
+    assert all(run_config(p, r)["operator"] == "+" for r in sanity)  # not overridden: the top-level value
+    orders = run_config(p, study_runs(p, "orders")[0])
+    assert orders["orders"] == [2, 3] and orders["p"] == 5
+
+
+def test_a_study_follows_the_blocks_models_and_seeds_unless_it_names_its_own():
+    p = config.compose(["profile=cpu", "modular.seeds=[3,4]", "modular.models=[gpt-sin]"])
+    s = p["modular"]["studies"]
+    assert (s["data"]["models"], s["data"]["seeds"]) == (["gpt-sin"], [3, 4])
+    assert s["sanity"]["seeds"] == [0, 42] and s["size"]["models"] == ["gpt-sin"]
 
 
 def bad(params, path, value):
@@ -172,7 +182,10 @@ def bad(params, path, value):
 @pytest.mark.parametrize("path,value,message", [
     (("modular", "base", "p"), 12, "modular.base.p = 12: expected a prime"),
     (("modular", "base", "heads"), 3, "d_model = 128 is not a multiple of heads = 3"),
-    (("modular", "studies", "data", "sweep"), {"r_trian": [0.5]}, "modular.studies.data.sweep.r_trian: unknown key"),
+    (("modular", "studies", "data", "sweep"), {"r_trian": [0.5]}, "modular.studies.data.sweep = .*: expected a mapping of r_train to lists"),
+    (("modular", "studies", "sanity", "sweep"), {"lr": [0.1]}, "modular.studies.sanity.sweep = .*the study sweeps nothing"),
+    (("modular", "studies", "data", "sweep"), {"r_train": [0.5, 0.5]}, "modular.studies.data.sweep.r_train = .*distinct"),
+    (("modular", "studies", "data", "set"), {"r_trian": 0.5}, "modular.studies.data.set.r_trian: unknown key"),
     (("modular", "studies", "data", "sweep"), {"r_train": [1.5]}, r"r_train\[0\] = 1.5"),
     (("modular", "studies", "size", "models"), ["gpt"], "expected one of lstm-std, gpt-sin"),
     (("modular", "attention", "samples"), [[3, 40]], "modular.attention.samples\\[0\\]"),
@@ -191,6 +204,15 @@ def test_the_modular_task_is_not_a_grid_task(params):
         config.cell(params, "modular", "gpt-sin", "x", 0)
 
 
+def test_an_unknown_run_is_one_line_naming_the_runs():
+    from arithrepro.runs import find
+    from arithrepro.tasks.modular import TASK
+
+    with pytest.raises(ValueError, match=r"run gpt-sin-data.r0.5-0: not a run of modular .*"
+                                         r"lstm-std-sanity-0"):
+        find(TASK, config.compose(["profile=smoke"]), "gpt-sin-data.r0.5-0")
+
+
 def test_the_paper_profile_keeps_the_sources_defaults():
     base = config.compose(["profile=paper"])["modular"]["base"]
     assert (base["p"], base["r_train"], base["lr"], base["weight_decay"], base["batch_size"],
@@ -206,10 +228,11 @@ def test_attention_samples_must_be_samples_of_the_data(params):
 
 
 def test_the_loop_gets_the_cells_warmup_and_beta2(params):
+    from arithrepro.runs import Placement
     from arithrepro.tasks.modular import cell as study_cell
 
     p = config.compose(["profile=smoke"])
     p["modular"]["base"].update(warmup_frac=0.25, beta2=0.95, schedule="linear")
     run = study_runs(p, "sanity")[0]
-    cfg = study_cell(run, "cpu", "fp32", False)[4]
+    cfg = study_cell(run, run_config(p, run), Placement("cpu", "fp32", False))[4]
     assert (cfg.warmup_frac, cfg.beta2, cfg.schedule, cfg.optimizer) == (0.25, 0.95, "linear", "adamw")

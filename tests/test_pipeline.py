@@ -128,12 +128,12 @@ def test_modular_studies(first_run):
     assert {"gpt-sin-sanity-0", "lstm-std-sanity-0", "lstm-std-data.r0.3-0", "gpt-sin-size.L1d8-0",
             "gpt-sin-compute.B16-0", "gpt-sin-orders-0",
             "lstm-std-regularization.wd0.5-0"} <= set(modular)
-    assert len(modular) == 22
+    assert len(modular) == 11
     assert {"train_loss", "val_loss", "train_acc", "val_acc", "val_acc_step", "dt_acc_steps",
             "param_norm", "params"} <= set(modular["gpt-sin-sanity-0"])
     assert modular["gpt-sin-sanity-0"]["params"] == 2 * (12 * 16 ** 2 + 8 * 16) + 2 * 16 + 16 * 12 + 12
     assert {"a0.5_val_acc", "a1_val_acc"} <= set(modular["gpt-sin-compute.B8-0"])
-    assert {"o2_val_acc", "o3_val_acc"} <= set(modular["lstm-std-orders-0"])
+    assert {"o2_val_acc", "o3_val_acc"} <= set(modular["gpt-sin-orders-0"])
     assert first_run.read("metrics/modular.md").startswith("# modular")
     assert r"\begin{tabular}" in first_run.read("metrics/modular.tex")
 
@@ -153,7 +153,7 @@ def test_charlm_records_samples_and_compute_table(first_run):
 
 def test_tables_and_summary_csv(first_run):
     csv = first_run.read("metrics/summary.csv").splitlines()
-    assert csv[0].startswith("task,model,size,seed") and len(csv) == 13 + 22 + 5
+    assert csv[0].startswith("task,model,size,seed") and len(csv) == 13 + 11 + 5
     for task in ("expr", "abacus", "looped"):
         assert first_run.read(f"metrics/{task}.md").startswith(f"### {task}")
     assert "looped: exact match by length" in first_run.read("metrics/looped.md")
@@ -288,6 +288,21 @@ def test_the_run_cache_restores_cells_without_a_lock_file(published):
                                                               here).split())
 
 
+def test_a_pulled_clone_extends_a_sweep_and_a_setting_training_only_those_cells(published):
+    """Another machine's results pulled, a modular sweep extended by one value trains that
+    value's run and a charlm architecture changed retrains its runs: every
+    other run stays as pulled, the memo-free way (each run a cached DVC cell)."""
+    here = laptop(published, "extend")
+    sh(["dvc", "pull"], here)
+    out = sh(["dvc", "exp", "run", *SMOKE, "-S",
+              "modular.studies.data.sweep.r_train=[0.3,0.5,0.7]",
+              "-S", "charlm.architectures.gru.d_model=24"], here)
+    trained = {s for s in ran_stages(out) if s.startswith("train-")}
+    assert trained == {"train-modular-data@lstm-std-0.5-0", "train-charlm@gru-s16-0"}, trained
+    assert not any(s.startswith(("generate-", "evaluate-", "charlm-corpus"))
+                   for s in ran_stages(out))
+
+
 def test_an_experiment_moves_with_exp_push_and_pull(first_run, published):
     """An experiment run on the GPU machine (as a queue's are) reaches the laptop through
     `dvc exp push`/`pull`, outputs included: applied, nothing runs."""
@@ -318,9 +333,8 @@ def test_a_forced_rerun_gives_the_same_metrics(first_run, clone):
     before = metrics(clone)
     names = sh(["dvc", "stage", "list", "--name-only"], clone).split()
     first = {}
-    for name in names:  # a grid family's first cell; every study, step and report stage
-        family = name.split("@")[0]
-        first.setdefault(name if family == "modular-study" else family, name)
+    for name in names:  # the first cell of every matrix stage (each study's too); every other stage
+        first.setdefault(name.split("@")[0], name)
     out = sh(["dvc", "repro", "-f", "-s", *first.values()], clone)
     assert ran_stages(out) == set(first.values())
     assert metrics(clone) == before
@@ -353,7 +367,7 @@ def sampled_run(sweep_run, clone) -> str:
 
 @pytest.fixture(scope="module")
 def wider_gru_run(sampled_run, clone) -> str:
-    return sh(["dvc", "exp", "run", *SAMPLED, "-S", "charlm.models.gru.d_model=24"],
+    return sh(["dvc", "exp", "run", *SAMPLED, "-S", "charlm.architectures.gru.d_model=24"],
               clone)
 
 
@@ -368,10 +382,12 @@ def test_a_gpt_learning_rate_reruns_the_gpt_cells_only(gpt_lr_run):
 
 def test_a_new_sweep_value_trains_that_values_cells_only(sweep_run, clone):
     """A new value in one modular sweep trains that value's cells only: the study's other cells
-    come from the memo, and the other studies do not run."""
-    assert "modular-study data: 4 cells (2 trained, 2 reused)" in sweep_run
-    assert "modular-study@sanity" not in ran_stages(sweep_run)
-    assert "lstm-std-data.r0.6-0" in json.loads((clone / "metrics" / "summary.json").read_text())["modular"]
+    and the other studies are up to date, and the report follows."""
+    assert ran_stages(sweep_run) == {"train-modular-data@lstm-std-0.6-0", "aggregate-tables",
+                                     "render-figures"}
+    modular = json.loads((clone / "metrics" / "summary.json").read_text())["modular"]
+    # the dropped value is not one of the runs the params ask for
+    assert "lstm-std-data.r0.6-0" in modular and "lstm-std-data.r0.7-0" not in modular
 
 
 def test_a_sampling_temperature_resamples_and_trains_nothing(sampled_run, clone):
@@ -380,8 +396,9 @@ def test_a_sampling_temperature_resamples_and_trains_nothing(sampled_run, clone)
     assert "softmax(logits / 0.5)" in (clone / "metrics" / "charlm" / "samples.md").read_text()
 
 
-def test_one_charlm_models_width_retrains_that_models_runs_only(wider_gru_run):
-    assert "charlm-train: 5 runs (1 trained, 4 reused)" in wider_gru_run
+def test_one_charlm_architecture_retrains_that_architectures_runs_only(wider_gru_run):
+    trained = {s for s in ran_stages(wider_gru_run) if s.startswith("train-")}
+    assert trained == {"train-charlm@gru-s16-0"}
 
 
 def test_bad_params_stop_the_pipeline_with_one_line(clone):
@@ -389,9 +406,23 @@ def test_bad_params_stop_the_pipeline_with_one_line(clone):
     try:
         (clone / "params.yaml").write_text(params.replace("lr: 0.006", 'lr: "0.006"'))
         proc = subprocess.run([str(Path(sys.executable).parent / "arithrepro"), "train", "--task",
-                               "expr", "--model", "lstm", "--size", "small", "--seed", "0"],
+                               "expr", "lstm-small-0"],
                               cwd=clone, capture_output=True, text=True)
         assert proc.returncode == 2
         assert proc.stderr.strip() == "error: params: models.lstm.lr = '0.006': expected a number > 0"
     finally:
         (clone / "params.yaml").write_text(params)
+
+
+def test_the_experiments_fit_a_screen(wider_gru_run, clone):
+    """`arithrepro exps`: the clone's experiments side by side, what differs and the headline
+    metrics, within 200 characters; a task's view keeps that task's keys."""
+    out = sh(["arithrepro", "exps"], clone)
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 200, max(map(len, lines))
+    for key in ("models.gpt.lr", "modular.studies.data.sweep.r_train",
+                "charlm.architectures.gru.d_model", "expr.gpt-small.test_acc"):
+        assert any(line.startswith(key) for line in lines), key
+    charlm = sh(["arithrepro", "exps", "--task", "charlm"], clone).splitlines()
+    assert any(line.startswith("charlm.architectures.gru.d_model") for line in charlm)
+    assert not any(line.startswith(("models.", "expr.")) for line in charlm)

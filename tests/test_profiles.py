@@ -115,3 +115,25 @@ def test_each_profile_trains_with_its_stated_loop(profile, task, expected):
     _, cfg = TASKS[task].cell(params, model, params[task]["sizes"][0], 0, "fp32")
     assert (cfg.optimizer, cfg.schedule, cfg.warmup_frac, cfg.weight_decay,
             cfg.restore_best) == expected
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
+def test_dvcs_cells_are_the_tasks_runs(tmp_path, profile):
+    """Under every profile, the train cells DVC expands (`arithrepro train --task T RUN`)
+    are exactly the runs each task lists from the params, each once: no run without its cell,
+    no cell that names no run."""
+    from dvc.repo import Repo
+
+    from arithrepro.tasks.registry import TASKS
+
+    for name in ("dvc.yaml", "conf"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, tmp_path / name)
+    params = composed(tmp_path, f"profile={profile}")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    cmds = [s.cmd for s in Repo.init(str(tmp_path)).index.stages
+            if s.cmd.startswith("arithrepro train ")]
+    cells = sorted(tuple(c.split()[3:]) for c in cmds)   # (task, run) of `train --task T RUN`
+    runs = sorted((t, spec.name) for t, task in TASKS.items() for spec in task.runs(params))
+    assert cells == runs
+    assert len(set(cells)) == len(cells)

@@ -153,7 +153,7 @@ def test_train_and_evaluate_records_carry_both_provenances(smoke):
 
     cell = ["--task", "looped", "--model", "standard", "--size", "notebook", "--seed", "0"]
     _invoke(generate_datasets, ["--task", "looped"])
-    _invoke(train, cell)
+    _invoke(train, ["--task", "looped", "standard-notebook-0"])
     trained = json.loads((smoke / "runs/looped/standard-notebook-0/train.json").read_text())
     assert list(trained["provenance"]) == ["train"]
     _check_block(trained["provenance"]["train"])
@@ -175,26 +175,25 @@ def test_train_and_evaluate_records_carry_both_provenances(smoke):
     assert not set(summary) & {"provenance", *tables.PROVENANCE}
 
 
-def test_memoized_cells_record_their_training(smoke):
+def test_study_and_charlm_runs_record_their_training(smoke):
     from arithrepro.stages.charlm_corpus import charlm_corpus
-    from arithrepro.stages.charlm_train import charlm_train
-    from arithrepro.stages.modular_study import modular_study
+    from arithrepro.stages.train import train
 
-    _invoke(modular_study, ["--study", "sanity"])
+    for name in ("lstm-std-sanity-0", "gpt-sin-sanity-0"):
+        _invoke(train, ["--task", "modular", name])
     records = sorted((smoke / "metrics/modular/runs/sanity").glob("*.json"))
-    assert records
-    for path in records:
-        record = json.loads(path.read_text())
-        _check_block(record["provenance"]["train"])
-    cells = [json.loads(p.read_text()) for p in (smoke / "runs/modular/cells").glob("*/record.json")]
-    assert len({c["provenance"]["train"]["params_sha256"] for c in cells}) == len(cells)
+    assert len(records) == 2
+    blocks = [json.loads(p.read_text())["provenance"]["train"] for p in records]
+    for block in blocks:
+        _check_block(block)
+    assert blocks[0]["params_sha256"] != blocks[1]["params_sha256"]  # each run's own params
 
     _invoke(charlm_corpus, [])
-    _invoke(charlm_train, [])
-    records = sorted((smoke / "metrics/charlm/runs").glob("*.json"))
-    assert records
-    for path in records:
-        _check_block(json.loads(path.read_text())["provenance"]["train"])
+    _invoke(train, ["--task", "charlm", "rnn-s16-0"])
+    record = json.loads((smoke / "metrics/charlm/runs/rnn-s16-0.json").read_text())
+    _check_block(record["provenance"]["train"])
+    trained = json.loads((smoke / "runs/charlm/rnn-s16-0/train.json").read_text())
+    assert trained["provenance"] == record["provenance"]
 
     # the studies' tables and the summary take records with the block
     tables.write_all(smoke / "metrics", ["modular", "charlm"])

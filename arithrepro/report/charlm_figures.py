@@ -53,11 +53,12 @@ def compute_markdown(frame: pd.DataFrame, device: str) -> str:
     return "\n".join(out)
 
 
-def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir: Path) -> list[Path]:
+def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir: Path,
+                  runs_dir: Path = Path("runs")) -> list[Path]:
     """plots/charlm/loss_curves.png: every run's training loss (a running mean over about 2 %
     of the steps, the raw values faint) and validation loss, one panel per seq_length. A run
     trained with several seeds is drawn as their mean, its validation loss shaded ± std."""
-    curves_dir, val_dir = Path(out_dir) / "curves", Path(out_dir) / "val"
+    live = Path(runs_dir) / "charlm"
     runs = summary.sort_values(["seq_length", "params"])
     lengths = sorted(runs["seq_length"].unique())
     models = list(dict.fromkeys(runs["model"]))
@@ -69,7 +70,7 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
         for ax, T in zip(axes[0], lengths):
             for (model, size), seeds in runs[runs["seq_length"] == T].groupby(["model", "size"],
                                                                               sort=False):
-                train, val = _seed_curves(curves_dir, val_dir, model, size, seeds["seed"])
+                train, val = _seed_curves(live, model, size, seeds["seed"])
                 c = colours[model]
                 window = max(1, len(train) // 50)
                 ax.plot(train["step"], train["loss"], color=c, alpha=0.15, linewidth=0.6)
@@ -99,14 +100,18 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
         return [save(plt, fig, Path(out_dir) / "loss_curves.png")]
 
 
-def _seed_curves(curves_dir: Path, val_dir: Path, model: str, size: str, seeds):
+def _seed_curves(live: Path, model: str, size: str, seeds):
     """A run's training loss, mean over its seeds per step, and its validation loss as a
-    seed_spread frame (step, n, mean, low, high: mean ± std)."""
+    seed_spread frame (step, n, mean, low, high: mean ± std), from each run's dvclive series
+    (runs/charlm/<run>/live/plots/metrics/{train,val}/loss.tsv)."""
     names = [f"{model}-{size}-{int(seed)}" for seed in seeds]
-    train = pd.concat([read_csv(curves_dir / f"{n}.tsv", {"step", "loss"}, "charlm-train")
-                       for n in names])
-    val = pd.concat([read_csv(val_dir / f"{n}.tsv", {"step", "loss"}, "charlm-train")
-                     for n in names]).rename(columns={"loss": "val_loss"})
+
+    def series(name: str, kind: str) -> pd.DataFrame:
+        return read_csv(live / name / "live" / "plots" / "metrics" / kind / "loss.tsv",
+                        {"step", "loss"}, f"train --task charlm {name}")
+
+    train = pd.concat([series(n, "train") for n in names])
+    val = pd.concat([series(n, "val") for n in names]).rename(columns={"loss": "val_loss"})
     return (train.groupby("step", as_index=False)["loss"].mean(),
             seed_spread(val, "step", "val_loss"))
 

@@ -35,9 +35,11 @@ def _runs(rows: pd.DataFrame, curve_dir: Path) -> dict:
     """{(model, label): its seeds' curves one below the other, with a seed column}."""
     out = {}
     for (model, label), g in rows.groupby(["model", "size"], sort=False):
-        frames = [read_csv(curve_dir / f"{model}-{label}-{int(seed)}.csv",
-                            {"step", "train_loss", "val_loss", "train_acc", "val_acc"},
-                            "modular-study").assign(seed=int(seed)) for seed in g["seed"]]
+        names = [f"{model}-{label}-{int(seed)}" for seed in g["seed"]]
+        frames = [read_csv(curve_dir / f"{n}.csv",
+                           {"step", "train_loss", "val_loss", "train_acc", "val_acc"},
+                           f"train --task modular {n}").assign(seed=int(n.rsplit("-", 1)[1]))
+                  for n in names]
         out[(model, label)] = pd.concat(frames, ignore_index=True)
     return out
 

@@ -33,12 +33,20 @@ PROVENANCE = ["commit", "dirty", "machine", "cpu_capability", "threads", "precis
 
 # --- reading ---------------------------------------------------------------------------------
 
-def collect_runs(metrics_dir: Path, tasks: list[str]) -> pd.DataFrame:
-    """One row per run record of the given tasks: task, model, size, seed, then the metrics."""
+def collect_runs(metrics_dir: Path, tasks: list[str], wanted: dict | None = None) -> pd.DataFrame:
+    """One row per run record of the given tasks: task, model, size, seed, then the metrics.
+    `wanted`: {task: its record files}, the runs the params ask for (a record another profile
+    or an earlier sweep left in the folder is not one of them); else every record there."""
     records = []
     for task in tasks:
         run_dir = Path(metrics_dir) / task / "runs"
-        files = sorted(run_dir.rglob("*.json"))  # modular: runs/<study>/<cell>.json
+        if wanted and task in wanted:
+            files = list(wanted[task])
+            for path in files:
+                if not Path(path).is_file():
+                    raise FileNotFoundError(2, "missing", str(path))
+        else:
+            files = sorted(run_dir.rglob("*.json"))  # modular: runs/<study>/<run>.json
         if not files:
             raise ValueError(f"{run_dir}: no run records for task {task!r}; "
                              f"run `arithrepro evaluate` for its cells first")
@@ -332,11 +340,13 @@ EXTRA_TABLES = {"looped": _looped_tables, "abacus": _abacus_tables}
 
 # --- the stage -------------------------------------------------------------------------------
 
-def write_all(metrics_dir: Path, tasks: list[str], headline: dict | None = None) -> str:
+def write_all(metrics_dir: Path, tasks: list[str], headline: dict | None = None,
+              wanted: dict | None = None) -> str:
     """Write headline.json (`headline`: {task: (metrics, sizes pattern)}), summary.json,
-    summary.csv and <task>.md under metrics_dir; return a summary line."""
+    summary.csv and <task>.md under metrics_dir from the records `wanted` (collect_runs);
+    return a summary line."""
     metrics_dir = Path(metrics_dir)
-    df = collect_runs(metrics_dir, tasks)
+    df = collect_runs(metrics_dir, tasks, wanted)
     written = [metrics_dir / "headline.json", metrics_dir / "summary.json",
                metrics_dir / "summary.csv"]
     write_json(written[0], headline_json(df, headline or {}))

@@ -27,7 +27,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from arithrepro.models.registry import MODELS, architecture
+from arithrepro.models.registry import MODELS, architecture, build_model
+from arithrepro.runs import Built, Placement, RunSpec
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.train import StreamBatches, TrainConfig
 
@@ -78,6 +79,19 @@ class Task(ABC):
         """The model builder's task-dependent arguments (vocab_size, max_len, pad_id, ...) for
         one setting: the params of a grid task, one run's configuration of the others."""
 
+    @abstractmethod
+    def runs(self, params: dict) -> list[RunSpec]:
+        """Every training run these params ask for, in dvc.yaml's order; read through
+        `params_reads.unrecorded`, so listing them reads nothing."""
+
+    @abstractmethod
+    def build(self, spec: RunSpec, params: dict, where: Placement) -> Built:
+        """One run ready to train, built from what the params say of it (the reads its DVC
+        stage lists)."""
+
+    def publish(self, spec: RunSpec, built: Built, result: dict, record: dict, params: dict) -> None:
+        """After train.json: the files the task's reports read, if the run writes more."""
+
 
 class GridTask(Task):
     grid = True   # trained and scored as <task>.models x <task>.sizes x <task>.seeds cells
@@ -116,6 +130,27 @@ class GridTask(Task):
         arch = {"model": model, "size": architecture(params, self.name, model, size),
                 "dropout": float(m["dropout"]), "dims": self.dims(params)}
         return arch, cfg
+
+    def runs(self, params: dict) -> list[RunSpec]:
+        p = params[self.name]
+        return [RunSpec(self.name, model, size, seed)
+                for model in p["models"] for size in p["sizes"] for seed in p["seeds"]]
+
+    def build(self, spec: RunSpec, params: dict, where: Placement) -> Built:
+        import torch
+        from dataclasses import asdict
+
+        data_dir = Path("data") / self.name
+        arch, cfg = self.cell(params, spec.model, spec.label, spec.seed, where.precision)
+        batches = self.train_batches(params, data_dir, spec.seed, where.device)
+        valid = self.valid_set(params, data_dir, where.device)
+        torch.manual_seed(spec.seed)
+        net = build_model(spec.model, arch["size"], dropout=arch["dropout"], **arch["dims"])
+        # the model, the loop, its budget (batch size, epochs or steps) and the data
+        read = {"arch": arch, "loop": asdict(cfg), "budget": params[self.name]["train"],
+                "data": params[self.name]["data"]}
+        return Built(net.to(where.device), arch, batches, valid, cfg, read,
+                     sorted(p for p in data_dir.rglob("*") if p.is_file()))
 
     def generate_count(self, params: dict) -> int | None:
         """Problems generate() writes (a progress bar's total; None: unknown)."""

@@ -16,18 +16,19 @@ of seq_length + 1 characters (input: the first seq_length, target: shifted by on
 chunks are split into train and validation by a permutation seeded by corpus.seed, the same for
 every run, so runs of different seeds differ in their initialization and batches only.
 
-A run is one model at one (seq_length, steps) of charlm.runs: `<name>-s<seq_length>-<seed>`.
+A run is one architecture of charlm.models at one schedule of charlm.schedules (a seq_length and
+a number of steps) with one seed, `<model>-<schedule>-<seed>`: a cell of dvc.yaml's train-charlm.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
 from arithrepro.models.registry import MODELS, build_model
+from arithrepro.runs import Built, Placement, RunSpec
 from arithrepro.schema import (ParamsError, check_schema, choice, fail, integer, list_of,
                                number)
 from arithrepro.tasks.base import Task
@@ -260,33 +261,18 @@ class Data:
 
 # --- runs and params -----------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Run:
-    model_name: str    # a key of charlm.models
-    model: str         # the registry's model (rnn, gru, nanogpt)
-    size: dict         # its architecture fields
-    seq_length: int
-    steps: int
-    seed: int
-
-    @property
-    def label(self) -> str:
-        return f"s{self.seq_length}"
-
-    @property
-    def name(self) -> str:
-        return f"{self.model_name}-{self.label}-{self.seed}"
-
-
-def runs(params: dict) -> list[Run]:
+def runs(params: dict) -> list[RunSpec]:
+    """models x schedules x seeds, in dvc.yaml's order (train-charlm); a run's label is its
+    schedule's name."""
     m = params["charlm"]
-    out = []
-    for sched in m["runs"]:
-        for seed, name in itertools.product(m["seeds"], sched["models"]):
-            arch = m["models"][name]
-            out.append(Run(name, arch["model"], {k: v for k, v in arch.items() if k != "model"},
-                           sched["seq_length"], sched["steps"], seed))
-    return out
+    return [RunSpec("charlm", name, schedule, seed)
+            for name in m["models"] for schedule in m["schedules"] for seed in m["seeds"]]
+
+
+def run_arch(params: dict, spec: RunSpec) -> tuple[str, dict]:
+    """(the registry's model, its architecture fields) of a run."""
+    arch = params["charlm"]["architectures"][spec.model]
+    return arch["model"], {k: v for k, v in arch.items() if k != "model"}
 
 
 def _models() -> tuple[str, ...]:
@@ -312,9 +298,11 @@ def _text(key: str, value) -> None:
         fail(key, value, "a non-empty string")
 
 
-def _schedule(key: str, value) -> None:
-    check_schema({"seq_length": integer(1), "steps": integer(1), "models": list_of(_text)},
-                 value, key)
+def _schedules(key: str, value) -> None:
+    if not isinstance(value, dict) or not value:
+        fail(key, value, "a mapping of schedule names to {seq_length, steps}")
+    for name, sched in value.items():
+        check_schema({"seq_length": integer(1), "steps": integer(1)}, sched, f"{key}.{name}")
 
 
 class CharLMTask(Task):
@@ -328,9 +316,11 @@ class CharLMTask(Task):
         return {
             "corpus": {"source": choice(*SOURCES), "chars": integer(100), "path": _path,
                        "seed": integer(0), "val_frac": number(0, 1, lo_open=True, hi_open=True)},
-            "models": _Architectures(),
-            "runs": list_of(_schedule),
+            "models": list_of(_text),
+            "schedules": list_of(_text),
             "seeds": list_of(integer(0, 2**31 - 1)),
+            "architectures": _Architectures(),
+            "schedule": _schedules,
             "train": {"lr": number(0, lo_open=True), "batch_size": integer(1),
                       "dropout": number(0, 1, hi_open=True),
                       "eval_every": integer(1), "checkpoint_every": integer(1)},
@@ -346,28 +336,61 @@ class CharLMTask(Task):
         c = m["corpus"]
         if c["source"] == "file" and c["path"] is None:
             raise ParamsError("charlm.corpus.path: missing; the file source reads it")
-        for i, sched in enumerate(m["runs"]):
-            for name in sched["models"]:
-                if name not in m["models"]:
-                    raise ParamsError(f"charlm.runs[{i}].models: {name!r} is not one of "
-                                      f"charlm.models ({', '.join(m['models'])})")
-        names = [r.name for r in runs(params)]
-        if len(set(names)) != len(names):
-            raise ParamsError("charlm.runs: a model appears twice at the same seq_length")
+        for key, within in (("models", "architectures"), ("schedules", "schedule")):
+            names, known = m[key], m[within]
+            for name in names:
+                if name not in known:
+                    raise ParamsError(f"charlm.{key}: {name!r} is not one of charlm.{within} "
+                                      f"({', '.join(known)})")
         prompt = m["attention"]["prompt"]
         for r in runs(params):
-            if MODELS[r.model].context == "max_len" and len(prompt) > r.seq_length:
+            block = m["schedule"][r.label]["seq_length"]
+            if MODELS[run_arch(params, r)[0]].context == "max_len" and len(prompt) > block:
                 raise ParamsError(f"charlm.attention.prompt: {len(prompt)} characters, longer "
-                                  f"than {r.name}'s block of {r.seq_length}")
+                                  f"than {r.name}'s block of {block}")
 
     def dims(self, setting: dict) -> dict:
         """setting: {vocab_size: the corpus's, seq_length: the run's}."""
         return {"vocab_size": setting["vocab_size"], "max_len": setting["seq_length"],
                 "pad_id": -1}  # no padding
 
+    def runs(self, params: dict) -> list[RunSpec]:
+        return runs(params)
+
+    def build(self, spec: RunSpec, params: dict, where: Placement) -> Built:
+        data_dir = Path("data") / "charlm"
+        text, vocab, _ = read_corpus(data_dir)
+        net, model, size, dims, data, cfg, batches, valid = setup_run(
+            spec, params, vocab.encode(text), vocab.size, where)
+        m = params["charlm"]
+        arch = {"model": model, "size": size, "dropout": float(m["train"]["dropout"]),
+                "dims": dims, "vocab": vocab.chars}
+        read = {"model": model, "size": size, "schedule": m["schedule"][spec.label],
+                "seed": spec.seed, "train": m["train"], "corpus": m["corpus"]}
+        counts = {"train_chunks": len(data.train), "val_chunks": len(data.val)}
+        return Built(net, arch, batches, valid, cfg, read, [data_dir / "corpus.txt"], counts)
+
+    def publish(self, spec: RunSpec, built: Built, result: dict, record: dict, params: dict) -> None:
+        """metrics/charlm/runs/<run>.json: final and best validation loss, bits per character,
+        parameters, train_seconds, tokens/s."""
+        import math
+
+        from arithrepro.io import write_json
+
+        final = float(result["val_curve"][-1]["val_loss"])
+        write_json(spec.record, {
+            "task": "charlm", "model": spec.model, "size": spec.label, "seed": spec.seed,
+            "params": record["params"], "seq_length": built.read["schedule"]["seq_length"],
+            "steps": result["steps"], "final_val_loss": final,
+            "best_val_loss": result["best_val_loss"], "best_step": result["best_step"],
+            "final_bpc": final / math.log(2), "best_bpc": result["best_val_loss"] / math.log(2),
+            "train_seconds": result["train_seconds"], "tokens_per_s": result["tokens_per_s"],
+            "vocab_size": built.arch["dims"]["vocab_size"], **built.extra,
+            "provenance": record["provenance"]})
+
 
 class _Architectures:
-    """charlm.models: name -> {model, sizes...}; a schema leaf (free keys)."""
+    """charlm.architectures: name -> {model, sizes...}; a schema leaf (free keys)."""
 
     def __call__(self, key: str, value) -> None:
         if not isinstance(value, dict) or not value:
@@ -406,21 +429,25 @@ def read_corpus(data_dir: Path):
     return corpus, Vocab(m["vocab"]), m
 
 
-def setup_run(run, m: dict, ids, vocab_size: int, device: str, precision: str, compile_: bool):
-    """A run, ready to train on the corpus `ids`: (model, dims, data, loop config, batches,
-    validation set)."""
+def setup_run(spec: RunSpec, params: dict, ids, vocab_size: int, where: Placement):
+    """A run, ready to train on the corpus `ids`: (model, its registry name and size, dims, data,
+    loop config, batches, validation set)."""
     import torch
 
-    t = m["train"]
-    data = Data.of(ids, run.seq_length, m["corpus"]["val_frac"], m["corpus"]["seed"], device)
-    torch.manual_seed(run.seed)
-    dims = TASK.dims({"vocab_size": vocab_size, "seq_length": run.seq_length})
-    net = build_model(run.model, run.size, dropout=float(t["dropout"]), **dims).to(device)
-    cfg = TrainConfig(lr=float(t["lr"]), seed=run.seed, optimizer="adam", schedule="constant",
+    m = params["charlm"]
+    t, sched = m["train"], m["schedule"][spec.label]
+    model, size = run_arch(params, spec)
+    data = Data.of(ids, sched["seq_length"], m["corpus"]["val_frac"], m["corpus"]["seed"],
+                   where.device)
+    torch.manual_seed(spec.seed)
+    dims = TASK.dims({"vocab_size": vocab_size, "seq_length": sched["seq_length"]})
+    net = build_model(model, size, dropout=float(t["dropout"]), **dims).to(where.device)
+    cfg = TrainConfig(lr=float(t["lr"]), seed=spec.seed, optimizer="adam", schedule="constant",
                       warmup_frac=0.0, val_every=t["eval_every"],
                       checkpoint_every=t["checkpoint_every"], validate_epochs=False,
-                      restore_best=False, eval_batch_size=256, precision=precision,
-                      compile=compile_)
+                      restore_best=False, eval_batch_size=256, precision=where.precision,
+                      compile=where.compile)
     batches = EpochBatches(lambda idx: Data.batch(data.train, idx), len(data.train),
-                           t["batch_size"], 1, run.seed, device, steps=run.steps)
-    return net, dims, data, cfg, batches, (lambda idx: Data.batch(data.val, idx), len(data.val))
+                           t["batch_size"], 1, spec.seed, where.device, steps=sched["steps"])
+    return (net, model, size, dims, data, cfg, batches,
+            (lambda idx: Data.batch(data.val, idx), len(data.val)))

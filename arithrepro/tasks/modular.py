@@ -7,8 +7,9 @@ the right-hand side (r and EOS), then the mean over samples; a sample is correct
 every right-hand-side token is the argmax. Training minimizes the same loss: every sample has
 two right-hand-side tokens, so the mean over tokens is the mean over samples.
 
-A study is a grid over scalar lists: `sweep: {key: [values]}` (the product of the lists) on top
-of `base` and the study's `set`, for each model and seed.
+A study is a grid over its models, the values of the keys it sweeps (`sweep`, the product of the
+lists; SWEEPS names each study's keys) and its seeds, on top of `base` and the study's `set`.
+Every run is a cell of the study's DVC stage, train-modular-<study>.
 """
 
 from __future__ import annotations
@@ -16,14 +17,21 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from arithrepro.models.registry import MODELS, build_model
+from arithrepro.params_reads import peek
+from arithrepro.runs import Built, Placement, RunSpec
 from arithrepro.schema import Optional, ParamsError, choice, fail, integer, list_of, number
 from arithrepro.tasks.base import Task
 from arithrepro.train import EpochBatches, TrainConfig
 
 OPERATORS = ("+", "-", "*", "/")
 STUDIES = ("sanity", "data", "orders", "size", "compute", "regularization")
+# The keys each study sweeps: its DVC stage (train-modular-<study>) expands over them, so a
+# study sweeps these and no others (any key may be set).
+SWEEPS = {"sanity": (), "data": ("r_train",), "orders": (), "size": ("layers", "d_model"),
+          "compute": ("batch_size",), "regularization": ("weight_decay",)}
 # How a swept key reads in a cell's name: data.r0.3, size.L2d128, compute.B64, ...
 ABBREV = {"r_train": "r", "layers": "L", "d_model": "d", "heads": "h", "batch_size": "B",
           "weight_decay": "wd", "lr": "lr", "warmup_frac": "wu", "schedule": "sched",
@@ -218,45 +226,28 @@ def curve_metrics(curve: list[dict], upto: int | None = None, prefix: str = "") 
 
 # --- studies ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Run:
-    """One cell of a study: a model, a seed and the full configuration it trains with."""
-    study: str
-    model: str
-    seed: int
-    label: str        # the study and its swept values: "data.r0.3", "size.L2d128", "sanity"
-    config: dict      # base + the study's set + the swept values
-    budgets: tuple = ()  # compute study: also score the first alpha * steps steps
-
-    @property
-    def name(self) -> str:
-        return f"{self.model}-{self.label}-{self.seed}"
+def label(study: str, swept: dict) -> str:
+    """A run's label: the study and its swept values ("data.r0.3", "size.L2d128", "sanity")."""
+    return study + ("." + "".join(f"{ABBREV[k]}{v}" for k, v in swept.items())
+                    if swept else "")
 
 
-def _label(value) -> str:
-    if isinstance(value, list):
-        return "".join(str(v) for v in value)
-    return str(value)
+def study_runs(params: dict, study: str) -> list[RunSpec]:
+    """The runs of a study, in dvc.yaml's order (models, then the swept values in the order of
+    SWEEPS[study], then seeds); a run's setting holds its swept values."""
+    s = params["modular"]["studies"][study]
+    keys = SWEEPS[study]
+    return [RunSpec("modular", model, label(study, dict(zip(keys, values))), seed, group=study,
+                    setting=dict(zip(keys, values)))
+            for model in s["models"]
+            for values in itertools.product(*(s["sweep"][k] for k in keys))
+            for seed in s["seeds"]]
 
 
-def study_runs(params: dict, study: str) -> list[Run]:
-    """The cells of a study, in sweep order (models, then values, then
-    seeds)."""
+def run_config(params: dict, spec: RunSpec) -> dict:
+    """A run's configuration: base, its study's `set`, its swept values."""
     m = params["modular"]
-    s = m["studies"][study]
-    base = {**m["base"], **s.get("set", {})}
-    sweep = s.get("sweep", {})
-    keys = list(sweep)
-    runs = []
-    for model in s.get("models", m["models"]):
-        for values in itertools.product(*(sweep[k] for k in keys)):
-            swept = dict(zip(keys, values))
-            label = study + ("." + "".join(f"{ABBREV.get(k, k)}{_label(v)}" for k, v in swept.items())
-                             if swept else "")
-            for seed in s.get("seeds", m["seeds"]):
-                runs.append(Run(study, model, seed, label, {**base, **swept},
-                                tuple(s.get("budgets", ()))))
-    return runs
+    return {**m["base"], **m["studies"][spec.group]["set"], **spec.setting}
 
 
 # --- params ----------------------------------------------------------------------------------
@@ -302,23 +293,29 @@ def _values(key, value) -> None:
         BASE[k](f"{key}.{k}", v)
 
 
-def _sweep(key, value) -> None:
-    if not isinstance(value, dict):
-        fail(key, value, "a mapping of params keys to lists of values")
-    for k, v in value.items():
-        if k not in BASE:
-            raise ParamsError(f"{key}.{k}: unknown key; allowed: {', '.join(BASE)}")
-        if not isinstance(v, list) or not v:
-            fail(f"{key}.{k}", v, "a non-empty list")
-        for i, item in enumerate(v):
-            BASE[k](f"{key}.{k}[{i}]", item)
+def _sweep(study: str):
+    keys = SWEEPS[study]
+
+    def check(key, value) -> None:
+        if not isinstance(value, dict) or set(value) != set(keys):
+            fail(key, value, f"a mapping of {', '.join(keys)} to lists of values (the keys "
+                             f"train-modular-{study} expands over)" if keys else
+                             "{} (the study sweeps nothing; its `set` changes any key)")
+        for k in keys:
+            v = value[k]
+            if not isinstance(v, list) or not v:
+                fail(f"{key}.{k}", v, "a non-empty list")
+            for i, item in enumerate(v):
+                BASE[k](f"{key}.{k}[{i}]", item)
+            if len(set(v)) != len(v):
+                fail(f"{key}.{k}", v, "distinct values")
+    return check
 
 
-def _study_schema(compute: bool) -> dict:
-    s = {"models": Optional(list_of(lambda k, v: choice(*_model_names())(k, v))),
-         "seeds": Optional(list_of(integer(0))),
-         "set": Optional(_values), "sweep": Optional(_sweep)}
-    if compute:
+def _study_schema(study: str) -> dict:
+    s = {"models": list_of(lambda k, v: choice(*_model_names())(k, v)),
+         "seeds": list_of(integer(0)), "set": _values, "sweep": _sweep(study)}
+    if study == "compute":
         s["budgets"] = list_of(number(0, 1, lo_open=True))
     return s
 
@@ -335,7 +332,7 @@ class ModularTask(Task):
             "models": list_of(lambda k, v: choice(*_model_names())(k, v)),
             "seeds": list_of(integer(0)),
             "base": dict(BASE),
-            "studies": {s: _study_schema(s == "compute") for s in STUDIES},
+            "studies": {s: _study_schema(s) for s in STUDIES},
             "attention": {"study": choice(*STUDIES), "model": lambda k, v: choice(*_model_names())(k, v),
                           "samples": list_of(list_of(integer(0), unique=False))},
         }
@@ -345,12 +342,12 @@ class ModularTask(Task):
         m = params["modular"]
         for study in STUDIES:
             for run in study_runs(params, study):
-                c = run.config
+                c = run_config(params, run)
                 if c["d_model"] % c["heads"]:
                     raise ParamsError(f"modular.studies.{study}: d_model = {c['d_model']} is not a "
                                       f"multiple of heads = {c['heads']} (cell {run.name})")
         a = m["attention"]
-        c = {**m["base"], **m["studies"][a["study"]].get("set", {})}
+        c = {**m["base"], **m["studies"][a["study"]]["set"]}
         p, divide = c["p"], c["operator"] == "/"
         for i, sample in enumerate(a["samples"]):
             if len(sample) not in c["orders"] or any(x >= p for x in sample) \
@@ -367,28 +364,73 @@ class ModularTask(Task):
         v = Vocab(config["p"], config["operator"])
         return {"vocab_size": v.size, "max_len": 2 * max(config["orders"]) + 2, "pad_id": v.pad}
 
+    def runs(self, params: dict) -> list[RunSpec]:
+        return [run for study in STUDIES for run in study_runs(params, study)]
+
+    def build(self, spec: RunSpec, params: dict, where: Placement) -> Built:
+        c = run_config(params, spec)
+        net, size, dims, data, cfg, batches = cell(spec, c, where)
+        arch = {"model": spec.model, "size": size, "dropout": float(c["dropout"]), "dims": dims,
+                "vocab": Vocab(c["p"], c["operator"]).tokens()}
+        read = {"model": spec.model, "seed": spec.seed, "config": c}
+        return Built(net, arch, batches, data.evaluate, cfg, read)
+
+    def publish(self, spec: RunSpec, built: Built, result: dict, record: dict, params: dict) -> None:
+        """The study's record (metrics/modular/runs/<study>/<run>.json: the source's metrics
+        from the evaluation curve, per order when orders are mixed, and within each budget of
+        the compute study) and the curve itself (plots/modular/curves/<study>/<run>.csv)."""
+        import pandas as pd
+
+        from arithrepro.io import write_frame, write_json
+
+        c, curve = built.read["config"], result["val_curve"]
+        out = {"task": "modular", "model": spec.model, "size": spec.label, "seed": spec.seed,
+               "params": record["params"] - embedding_params(built.net),
+               **{k: v for k, v in c.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+               **curve_metrics(curve)}
+        orders = sorted(c["orders"])
+        for order in orders if len(orders) > 1 else []:
+            sub = [{"step": r["step"], **{k: r[f"o{order}_{k}"] for k in
+                                          ("train_loss", "val_loss", "train_acc", "val_acc")}}
+                   for r in curve]
+            out.update({k: v for k, v in curve_metrics(sub, prefix=f"o{order}_").items()
+                        if not k.startswith(f"o{order}_dt_")})
+        out.update(param_norm=curve[-1]["param_norm"], train_seconds=result["train_seconds"],
+                   s_per_step=result["train_seconds"] / max(result["steps"], 1))
+        has_budgets = "budgets" in peek(params, "modular", "studies", spec.group)
+        for alpha in params["modular"]["studies"][spec.group]["budgets"] if has_budgets else []:
+            out.update(curve_metrics(curve, upto=int(alpha * c["steps"]), prefix=f"a{alpha:g}_"))
+        out["provenance"] = record["provenance"]
+        write_frame(curve_path(spec), pd.DataFrame(curve).drop(columns="epoch"))
+        write_json(spec.record, out)
+
 
 TASK = ModularTask()
 
 
-def cell(run, device: str, precision: str, compile_: bool):
-    """A study's cell, ready to train: (model, its size, dims, data, loop config, batches); the
-    train stage and `arithrepro estimate` both build cells here."""
+def curve_path(spec: RunSpec) -> Path:
+    """A run's evaluation curve (a table: `dvc plots` overlays its train and validation columns)."""
+    return Path("plots") / "modular" / "curves" / spec.group / f"{spec.name}.csv"
+
+
+def cell(spec: RunSpec, c: dict, where: Placement):
+    """A study's run, ready to train: (model, its size, dims, data, loop config, batches);
+    `build` and `arithrepro estimate` both build runs here."""
     import torch
 
-    c = run.config
-    data = TASK.data(c, run.seed, device)
-    torch.manual_seed(run.seed)
+    data = TASK.data(c, spec.seed, where.device)
+    torch.manual_seed(spec.seed)
     dims = TASK.dims(c)
     size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"]}
-    net = build_model(run.model, size, dropout=float(c["dropout"]), **dims).to(device)
-    cfg = TrainConfig(lr=float(c["lr"]), seed=run.seed, optimizer="adamw", schedule=c["schedule"],
+    net = build_model(spec.model, size, dropout=float(c["dropout"]), **dims).to(where.device)
+    cfg = TrainConfig(lr=float(c["lr"]), seed=spec.seed, optimizer="adamw", schedule=c["schedule"],
                       warmup_frac=float(c["warmup_frac"]), beta2=float(c["beta2"]),
                       weight_decay=float(c["weight_decay"]),
                       val_every=c["eval_every"], checkpoint_every=c["checkpoint_every"],
                       validate_epochs=False, restore_best=False, outputs_from=data.outputs_from,
-                      precision=precision, compile=compile_)
+                      precision=where.precision, compile=where.compile)
     train = data.splits["train"]
     batches = EpochBatches(lambda idx: (train.x[idx], train.y[idx], train.mask[idx]),
-                           len(train.x), c["batch_size"], 1, run.seed, device, steps=c["steps"])
+                           len(train.x), c["batch_size"], 1, spec.seed, where.device,
+                           steps=c["steps"])
     return net, size, dims, data, cfg, batches
