@@ -451,3 +451,28 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     metrics, rows = task.evaluate(loaded.eval(), params, data_dir, "cpu")
     assert 0 <= metrics["test_acc"] <= 1 and 0 <= metrics["ood_acc"] <= 1
     assert {r["split"] for r in rows} == {"test", "ood"}
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"cost": "", "gates": 0}, "charlm prices its models, but gru declares no cost formula"),
+    ({"sizes": "models"}, "charlm builds gru, a lm model sized by models; it takes lm models "
+                          "sized by the run"),
+    ({"decodes": False}, "charlm decodes token by token, but model gru declares decodes=False"),
+])
+def test_a_task_refuses_a_model_that_lacks_what_it_needs(monkeypatch, change, message):
+    """The registry names no task: a model declares where its sizes come from and what it can
+    do, and the task registry checks each task's models against what the task needs."""
+    from dataclasses import replace
+
+    from arithrepro.tasks import registry
+
+    monkeypatch.setitem(MODELS, "gru", replace(MODELS["gru"], **change))
+    with pytest.raises(TypeError, match=f"task registry: {message}"):
+        registry._check()
+
+
+def test_the_model_registry_names_no_task():
+    import dataclasses
+
+    assert "task" not in {f.name for f in dataclasses.fields(ModelSpec)}
+    assert {s.sizes for s in MODELS.values()} == {"models", "run"}

@@ -6,8 +6,9 @@ others) plus the `budget_fields` a task's budget sets in <task>.model (the abacu
 task provides. `kind` says which dims: "lm" models take token sequences (vocab_size, max_len,
 pad_id), "abacus-lm" ones also which tokens are digits and the longest digit runs, and
 "classifier" models take digit pairs and classify each position. A task accepts one kind.
-Models with a `task` (the modular studies' LSTM and GPT, the charlm models) take their sizes and
-settings from that task's block instead of models.<name>.
+`sizes` says where a model's architecture comes from: "models" (models.<name>.sizes.<size>, the
+grid tasks' models) or "run" (the run's own configuration: a modular study's, a charlm
+architecture's); a task names the "run" models it builds itself (`Task.own_models`).
 
 Capabilities, declared here so no caller tests a model's name (checked when the table is built):
 - decodes: has `init_state`, so it generates token by token with a cache (expr, abacus, charlm
@@ -40,7 +41,7 @@ class ModelSpec:
     size_fields: tuple[str, ...]
     budget_fields: tuple[str, ...] = ()
     optional_fields: tuple[str, ...] = ()  # size fields that may be left out or 0
-    task: str = ""        # "": configured in models.<name> for grid tasks; else by that task's block
+    sizes: str = "models"  # "models": models.<name>.sizes; "run": the run's configuration
     rotary: bool = False  # attention with rotary embeddings: head size must be even
     decodes: bool = True
     context: str = "any"
@@ -57,7 +58,7 @@ class ModelSpec:
             self.context not in CONTEXTS and f"context {self.context!r} is not one of {', '.join(CONTEXTS)}",
             self.cost not in COSTS and f"cost {self.cost!r} is not one of {', '.join(COSTS[1:])}",
             (self.cost == "recurrent") != (self.gates > 0) and "recurrent cost needs gates >= 1 (and only it)",
-            self.task == "charlm" and not self.cost and "a charlm model needs a cost formula",
+            self.sizes not in ("models", "run") and f"sizes {self.sizes!r} is not models or run",
             self.traces and self.kind == "classifier" and "only language models trace attention",
         ]
         for problem in problems:
@@ -66,7 +67,7 @@ class ModelSpec:
 
     @property
     def grid(self) -> bool:
-        return not self.task
+        return self.sizes == "models"
 
     def size_schema(self) -> dict:
         return {**{f: integer(1) for f in self.size_fields},
@@ -101,15 +102,15 @@ MODELS: dict[str, ModelSpec] = {
                           decodes=False),
     "looped": ModelSpec(looped.build_looped, "classifier", ("d_model", "d_ff", "heads", "loop_offset"),
                         optional_fields=("extra_loops",), decodes=False),
-    "lstm-std": ModelSpec(recurrent.build_standard, "lm", ("d_model", "layers"), task="modular"),
+    "lstm-std": ModelSpec(recurrent.build_standard, "lm", ("d_model", "layers"), sizes="run"),
     "gpt-sin": ModelSpec(transformer.build_sinusoidal, "lm", ("d_model", "layers", "heads"),
-                         task="modular", traces=True),
-    "rnn": ModelSpec(recurrent.build_rnn, "lm", ("d_embed", "d_model", "layers"), task="charlm",
+                         sizes="run", traces=True),
+    "rnn": ModelSpec(recurrent.build_rnn, "lm", ("d_embed", "d_model", "layers"), sizes="run",
                      cost="recurrent", gates=1),
-    "gru": ModelSpec(recurrent.build_gru, "lm", ("d_embed", "d_model", "layers"), task="charlm",
+    "gru": ModelSpec(recurrent.build_gru, "lm", ("d_embed", "d_model", "layers"), sizes="run",
                      cost="recurrent", gates=3),
     "nanogpt": ModelSpec(transformer.build_nanogpt, "lm", ("d_model", "layers", "heads"),
-                         task="charlm", context="max_len", traces=True, cost="attention"),
+                         sizes="run", context="max_len", traces=True, cost="attention"),
 }
 
 

@@ -18,8 +18,11 @@ Optional, for progress bars and `arithrepro estimate`: generate_count, eval_coun
 sample_batches. A `StreamTask` (abacus, looped) draws fresh samples every step: it provides
 train_sampler(params, device) instead of train_batches.
 
-The modular and charlm tasks run as their own stages (stages/modular_study.py,
-stages/charlm_*.py): their setting is one run's configuration.
+Every task lists its runs, `runs(params)` (RunSpec: model, label, seed, group; in dvc.yaml's
+order, each a cell of a train stage), and builds one for training, `build(spec, params,
+placement)` (arithrepro/runner.py trains it); a grid task has both already. modular and charlm
+score their runs as they train and write their records in `publish`; their setting is one
+run's configuration, and they build the registry models they name in `own_models`.
 """
 
 from __future__ import annotations
@@ -54,7 +57,9 @@ def _size_name(key, value) -> None:
 class Task(ABC):
     name = ""
     model_kind = "lm"
-    grid = False
+    grid = False      # a grid task's runs are train/evaluate cells over models x sizes x seeds
+    own_models: tuple[str, ...] = ()  # registry models (sizes="run") its runs configure
+    needs_cost = False  # its models must declare a cost formula
     decodes = False   # generates token by token (needs models that declare `decodes`)
     # the precision the source trained in on a GPU (params precision: auto follows it):
     # fp32, or mixed (bf16 autocast where the GPU has it, else fp16 with a gradient scaler)

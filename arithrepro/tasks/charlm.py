@@ -275,8 +275,12 @@ def run_arch(params: dict, spec: RunSpec) -> tuple[str, dict]:
     return arch["model"], {k: v for k, v in arch.items() if k != "model"}
 
 
+# The character LMs an architecture of charlm.architectures builds (each with a cost formula)
+OWN_MODELS = ("rnn", "gru", "nanogpt")
+
+
 def _models() -> tuple[str, ...]:
-    return tuple(n for n, s in MODELS.items() if s.task == "charlm")
+    return OWN_MODELS
 
 
 def _architecture(key: str, value) -> None:
@@ -309,7 +313,8 @@ class CharLMTask(Task):
     name = "charlm"
     headline = ("final_bpc",)
     decodes = True
-    grid = False   # runs as the charlm stages (stages/charlm_*.py), not as train/evaluate cells
+    own_models = OWN_MODELS
+    needs_cost = True   # the compute table prices every model by its formula
 
     @classmethod
     def params_schema(cls) -> dict:

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from arithrepro.models.registry import MODELS, build_model
+from arithrepro.models.registry import build_model
 from arithrepro.params_reads import peek
 from arithrepro.runs import Built, Placement, RunSpec
 from arithrepro.schema import Optional, ParamsError, choice, fail, integer, list_of, number
@@ -252,9 +252,12 @@ def run_config(params: dict, spec: RunSpec) -> dict:
 
 # --- params ----------------------------------------------------------------------------------
 
+# The LMs a study builds from its (d_model, layers, heads)
+OWN_MODELS = ("lstm-std", "gpt-sin")
+
+
 def _model_names() -> tuple[str, ...]:
-    """The LMs a study builds from its (d_model, layers, heads)."""
-    return tuple(n for n, s in MODELS.items() if s.task == "modular")
+    return OWN_MODELS
 
 
 def _prime(key, value) -> None:
@@ -324,7 +327,7 @@ class ModularTask(Task):
     name = "modular"
     headline = ("val_acc",)
     headline_sizes = "^sanity$"   # the sanity study: each model at the base configuration
-    grid = False   # runs as studies (stages/modular_study.py), not as train/evaluate cells
+    own_models = OWN_MODELS
 
     @classmethod
     def params_schema(cls) -> dict:

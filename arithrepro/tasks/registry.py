@@ -15,17 +15,19 @@ TASKS: dict[str, Task] = {
     "expr": expr.TASK,
     "abacus": abacus.TASK,
     "looped": looped.TASK,
-    "modular": modular.TASK,   # runs as studies (stages/modular_study.py), not grid cells
-    "charlm": charlm.TASK,     # runs as its own stages (stages/charlm_*.py)
+    "modular": modular.TASK,   # runs scored as they train (train-modular-<study>)
+    "charlm": charlm.TASK,     # the same (train-charlm), then its own stages (charlm-*)
 }
 
 GRID_TASKS: dict[str, GridTask] = {n: t for n, t in TASKS.items() if t.grid}
 
 
 def models_of(task: Task) -> list[str]:
-    """The registry models `task` accepts: its kind, and configured where it looks for them."""
-    return [m for m, s in MODELS.items()
-            if s.kind == task.model_kind and (s.grid if task.grid else s.task == task.name)]
+    """The registry models `task` accepts: those it configures itself, else the grid models of
+    its kind."""
+    if task.own_models:
+        return list(task.own_models)
+    return [m for m, s in MODELS.items() if s.kind == task.model_kind and s.grid]
 
 
 def _check() -> None:
@@ -33,9 +35,17 @@ def _check() -> None:
         if task.name != name:
             raise TypeError(f"task registry: {name!r} holds a task named {task.name!r}")
         for model in models_of(task):
-            if task.decodes and not MODELS[model].decodes:
+            spec = MODELS[model]
+            if task.decodes and not spec.decodes:
                 raise TypeError(f"task registry: {name} decodes token by token, but model "
                                 f"{model} declares decodes=False")
+            if spec.kind != task.model_kind or (task.own_models and spec.grid):
+                raise TypeError(f"task registry: {name} builds {model}, a {spec.kind} model "
+                                f"sized by {spec.sizes}; it takes {task.model_kind} models "
+                                "sized by the run")
+            if task.needs_cost and not spec.cost:
+                raise TypeError(f"task registry: {name} prices its models, but {model} "
+                                "declares no cost formula")
 
 
 _check()
