@@ -17,16 +17,16 @@ def fingerprint(built: Built) -> str:
 
     h = hashlib.sha256(json.dumps([built.arch, asdict(built.cfg), built.batches.steps, built.read],
                                   sort_keys=True, default=str).encode())
-    for path in built.fingerprint:
+    for path in built.data_files:
         h.update(Path(path).name.encode())
         h.update(Path(path).read_bytes())
     return h.hexdigest()
 
 
-def train(task, spec: RunSpec, params: dict, where: Placement, rank: int = 0) -> tuple[dict, object]:
+def train(task, spec: RunSpec, params: dict, where: Placement, rank: int = 0) -> dict:
     """Fit the run (resuming from its checkpoint) and write model.pt, train.json and, through
-    the task, whatever its reports read. Returns (train.json's record, the fitted model); under
-    DDP only rank 0 writes."""
+    the task, whatever its reports read. Returns train.json's record ({} on a DDP rank
+    other than 0: only rank 0 writes)."""
     from arithrepro.io import save_torch, write_json
     from arithrepro.live import Series
     from arithrepro.models.lm import count_params
@@ -39,7 +39,7 @@ def train(task, spec: RunSpec, params: dict, where: Placement, rank: int = 0) ->
     result = fit(built.net, built.batches, built.valid, built.cfg, spec.dir / "checkpoint.pt",
                  fingerprint(built), series=Series(spec.dir / "live", built.read))
     if rank:
-        return {}, built.net
+        return {}
     state = {k: v.cpu() for k, v in built.net.state_dict().items()}
     save_torch(spec.dir / "model.pt", {**built.arch, "state_dict": state})
     summary = {k: v for k, v in result.items() if not k.endswith("_curve")}
@@ -48,4 +48,4 @@ def train(task, spec: RunSpec, params: dict, where: Placement, rank: int = 0) ->
     write_json(spec.dir / "train.json", record)
     task.publish(spec, built, result, record, params)
     (spec.dir / "checkpoint.pt").unlink(missing_ok=True)  # finished: nothing left to resume
-    return record, built.net
+    return record

@@ -46,7 +46,8 @@ class Built:
     valid: object
     cfg: object
     read: dict
-    fingerprint: list = field(default_factory=list)   # besides `read`: the data files' bytes
+    data_files: list = field(default_factory=list)    # the files it trains on (their bytes are
+                                                      # part of the resume fingerprint)
     extra: dict = field(default_factory=dict)         # what else the task's record notes
 
 

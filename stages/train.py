@@ -41,7 +41,7 @@ def train(params_path: str, task: str, name: str) -> None:
     device, precision = config.placement(params, task)
     rank, world, device = _join_world(device)
     where = runs.Placement(device, precision, bool(params["compile"]))
-    record, _ = runner.train(t, spec, params, where, rank)
+    record = runner.train(t, spec, params, where, rank)
     if world > 1:
         torch.distributed.destroy_process_group()
     if rank:  # only rank 0 writes
