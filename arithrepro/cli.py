@@ -14,8 +14,8 @@ COMMANDS = {
     "train": ("train", "train"),
     "evaluate": ("evaluate", "evaluate"),
     "code-deps": ("code_deps", "code_deps"),
+    "report": ("report", "report"),
     "aggregate-tables": ("aggregate_tables", "aggregate_tables"),
-    "render-figures": ("render_figures", "render_figures"),
     "modular-attention": ("modular_attention", "modular_attention"),
     "charlm-corpus": ("charlm_corpus", "charlm_corpus"),
     "charlm-sample": ("charlm_sample", "charlm_sample"),
@@ -23,6 +23,7 @@ COMMANDS = {
     "estimate": ("estimate", "estimate"),   # not a stage: projects each profile's training time
     "exps": ("exps", "exps"),               # not a stage: experiments side by side
     "compose-params": ("compose_params", "compose_params"),   # not a stage: conf/ -> params.yaml
+    "pipeline": ("pipeline", "pipeline"),   # not a stage: the registries -> dvc.yaml
 }
 
 

@@ -76,9 +76,10 @@ class _Clock:
         return self.batches(step)
 
 
-def time_steps(model, batches, cfg, warmup: int, timed: int) -> float:
-    """Seconds per training step of `model` on `batches` under `cfg`, through fit: `warmup`
-    untimed steps (first-step allocation, torch.compile), then `timed` steps."""
+def time_steps(model, batches, cfg, warmup: int, timed: int, spec=None) -> float:
+    """Seconds per training step of `model` (`spec`: its registry entry) on `batches` under
+    `cfg`, through fit: `warmup` untimed steps (first-step allocation, torch.compile), then
+    `timed` steps."""
     if warmup < 1 or timed < 1:
         raise ValueError(f"warmup = {warmup}, timed = {timed}: expected at least 1 of each")
     device = next(model.parameters()).device
@@ -87,7 +88,7 @@ def time_steps(model, batches, cfg, warmup: int, timed: int) -> float:
                     checkpoint_every=clock.steps + 1)
     with tempfile.TemporaryDirectory() as tmp:
         fit(model, clock, lambda m: {"val_loss": 0.0}, quick, Path(tmp) / "checkpoint.pt",
-            "estimate", progress=False)
+            "estimate", spec=spec, progress=False)
     return clock.seconds / timed
 
 

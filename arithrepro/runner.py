@@ -30,6 +30,7 @@ def train(task, spec: RunSpec, params: dict, where: Placement, rank: int = 0) ->
     from arithrepro.io import save_torch, write_json
     from arithrepro.live import Series
     from arithrepro.models.lm import count_params
+    from arithrepro.models.registry import MODELS
     from arithrepro.provenance import provenance
     from arithrepro.train import fit
 
@@ -37,7 +38,8 @@ def train(task, spec: RunSpec, params: dict, where: Placement, rank: int = 0) ->
     origin = provenance(built.read, device=where.device, precision=where.precision,
                         compiled=where.compile)
     result = fit(built.net, built.batches, built.valid, built.cfg, spec.dir / "checkpoint.pt",
-                 fingerprint(built), series=Series(spec.dir / "live", built.read))
+                 fingerprint(built), spec=MODELS[built.arch["model"]],
+                 series=Series(spec.dir / "live", built.read))
     if rank:
         return {}
     state = {k: v.cpu() for k, v in built.net.state_dict().items()}

@@ -206,7 +206,7 @@ class Parts:
     scaler: object
 
     @classmethod
-    def of(cls, model, cfg: TrainConfig, total: int, world: int) -> "Parts":
+    def of(cls, model, cfg: TrainConfig, total: int, world: int, spec=None) -> "Parts":
         warmup = max(1, round(cfg.warmup_frac * total))
         opt = make_optimizer(model, cfg)
         device = next(model.parameters()).device
@@ -216,7 +216,7 @@ class Parts:
 
             runner = DistributedDataParallel(
                 model, device_ids=[device.index] if device.type == "cuda" else None)
-        if cfg.compile and _compilable(model):
+        if cfg.compile and _compilable(spec or _PLAIN):
             runner = torch.compile(runner, mode=cfg.compile if isinstance(cfg.compile, str) else None)
         scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
         sched = torch.optim.lr_scheduler.LambdaLR(
@@ -230,17 +230,16 @@ class Step:
     on a CPU, autocast and the gradient scaler. Returns the loss (on the device) and the
     learning rate it stepped with."""
 
-    def __init__(self, parts: Parts, cfg: TrainConfig, rank: int, world: int):
-        model = parts.model
-        if cfg.micro_batches > 1 and (cfg.progressive or cfg.outputs_from
-                                      or not getattr(model, "causal", True)):
+    def __init__(self, parts: Parts, cfg: TrainConfig, rank: int, world: int, spec=None):
+        model, spec = parts.model, spec or _PLAIN
+        if cfg.micro_batches > 1 and (cfg.progressive or cfg.outputs_from or not spec.causal):
             raise ValueError("micro_batches > 1 needs a causal model and the plain loss")
         self.parts, self.cfg, self.rank, self.world = parts, cfg, rank, world
         self.device = next(model.parameters()).device
         self.recurrences = model.recurrences if cfg.progressive else 0  # before any wrapper
         # a core whose outputs_from skips work (a transformer's last block) is given each
         # piece's first scored position
-        self.trim_front = getattr(model, "prunes_outputs", False)
+        self.trim_front = spec.prunes_outputs
         # on a GPU a batch runs whole: a step there is bound by kernel launches, which pieces
         # would multiply
         self.pieces = cfg.micro_batches if self.device.type == "cpu" else 1
@@ -303,7 +302,7 @@ class Losses:
 
 
 def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: str, *,
-        progress: bool = True, series=None, observers: tuple = ()) -> dict:
+        spec=None, progress: bool = True, series=None, observers: tuple = ()) -> dict:
     """Train `model` in place on `batches` (EpochBatches or StreamBatches) and restore its
     best-validation state (cfg.restore_best). `valid` is the fixed validation set as
     (make_batch, n), or a function model -> {"val_loss": ..., any other numbers} that evaluates
@@ -318,13 +317,17 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     the host, every validation, every step, and the rows a resumed run starts with; an observer
     that raises stops the run there (a non-finite loss does, through FiniteLoss).
 
+    `spec`: the model's registry entry (models/registry.py), what the loop reads of the model
+    (causal, prunes_outputs, eager); None: a causal model that compiles and computes every
+    position.
+
     Resumes from `checkpoint` when it holds an unfinished run with the same fingerprint. Returns
     {best_val_loss, best_step, steps, train_seconds, tokens_per_s, train_curve, val_curve}.
     """
     total = batches.steps
     rank, world = _world()
-    parts = Parts.of(model, cfg, total, world)
-    step = Step(parts, cfg, rank, world)
+    parts = Parts.of(model, cfg, total, world, spec)
+    step = Step(parts, cfg, rank, world, spec)
     state, losses, ck = State(), Losses(world), Checkpoint(checkpoint, fingerprint, rank)
     resumed = ck.resume(parts, state)
     told = [FiniteLoss(), *observers]
@@ -398,14 +401,25 @@ def _validate(model, valid, cfg: TrainConfig, state: State, epoch: int) -> dict:
     return row
 
 
-def _compilable(model) -> bool:
-    """A model that says why it cannot compile (`eager_reason`) runs eager, with a warning."""
-    reason = getattr(model, "eager_reason", "")
-    if not reason:
+@dataclass(frozen=True)
+class _Unregistered:
+    """What the loop assumes of a model without a registry entry (ModelSpec's defaults)."""
+    causal: bool = True
+    prunes_outputs: bool = False
+    eager: str = ""
+
+
+_PLAIN = _Unregistered()
+
+
+def _compilable(spec) -> bool:
+    """A model whose registry entry says why it cannot compile (`eager`) runs eager, with a
+    warning."""
+    if not spec.eager:
         return True
     import warnings
 
-    warnings.warn(f"compile: {reason}", stacklevel=3)
+    warnings.warn(f"compile: runs eager ({spec.eager})", stacklevel=3)
     return False
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import torch
 
-# ReTran is left out: it runs eager under compile (ReTranCore.compilable).
+# ReTran is left out: it runs eager under compile (its registry entry's `eager`).
 CELLS = [("expr", "gpt", "small"), ("expr", "gpt", "large"), ("expr", "lstm", "medium"),
          ("abacus", "abacus", "l2r2"), ("looped", "looped", "notebook")]
 

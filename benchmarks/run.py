@@ -102,7 +102,7 @@ def loop_step(params, model: str, size: str, batch: int, repeats: int) -> float:
     from dataclasses import replace
 
     from arithrepro.estimate import time_steps
-    from arithrepro.models.registry import build_model
+    from arithrepro.models.registry import MODELS, build_model
 
     from arithrepro.tasks.registry import TASKS
 
@@ -113,7 +113,7 @@ def loop_step(params, model: str, size: str, batch: int, repeats: int) -> float:
     net = build_model(model, arch["size"], dropout=arch["dropout"], **arch["dims"])
     batches = TASKS["expr"].sample_batches(p, 0, "cpu")
     real = float(sum((batches(i)[0] != 3).sum() for i in range(4))) / 4  # non-<pad> inputs
-    return time_steps(net, batches, replace(cfg), 2, 2 * repeats), real
+    return time_steps(net, batches, replace(cfg), 2, 2 * repeats, MODELS[model]), real
 
 
 def bench_steps(params, batch, repeats, peak, only_gpt_large=False):

@@ -1,10 +1,10 @@
-"""aggregate-tables: every run record -> metrics/summary.{json,csv} and a markdown table per task."""
+"""aggregate-tables: every task's run records -> metrics/summary.{json,csv} and headline.json."""
 
 from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import done, friendly_errors, params_option, paths, rebuild_command
+from arithrepro.stages.common import done, friendly_errors, params_option, paths, read_records
 
 
 @click.command("aggregate-tables")
@@ -14,24 +14,18 @@ def aggregate_tables(params_path: str) -> None:
     """Collect the run records of every task into one summary.
 
     Reads the record of every run the params ask for, metrics/<task>/runs/[<study>/]<run>.json
-    (params: the lists that name the runs: <task>.{models,sizes,seeds} of a grid task,
-    modular.studies, charlm.{models,schedules,seeds}). Writes metrics/headline.json (each task's headline metrics, mean and std over
-    seeds per model and size: what `dvc metrics show` and `dvc exp show` display),
-    metrics/summary.json ({task: {"<model>-<size>-<seed>": {metric: value}}}),
-    metrics/summary.csv (one row per run) and metrics/<task>.md (mean ± std over seeds).
+    (params: the lists that name each task's runs, `Task.run_keys`). Writes
+    metrics/headline.json (each task's headline metrics, mean and std over seeds per model and
+    size: what `dvc metrics show` and `dvc exp show` display), metrics/summary.json
+    ({task: {"<model>-<size>-<seed>": {metric: value}}}) and metrics/summary.csv (one row per
+    run). Each task's own tables and figures are its report stage's (arithrepro report).
     """
     from arithrepro import config
-    from arithrepro.report.tables import write_all
+    from arithrepro.report.tables import describe, write_summary
     from arithrepro.tasks.registry import TASKS
 
     params = config.load(params_path)
-    wanted = {name: [spec.record for spec in t.runs(params)] for name, t in TASKS.items()}
+    df = read_records(params, list(TASKS))
     headline = {name: (t.headline, t.headline_sizes) for name, t in TASKS.items()}
-    try:
-        line = write_all(paths.metrics, list(TASKS), headline, wanted)
-    except FileNotFoundError as err:
-        if err.filename is None:
-            raise
-        stage = (rebuild_command(err.filename) or "dvc repro").replace(" -f -s", "")
-        raise FileNotFoundError(f"{err.filename}: missing; run `{stage}`") from None
-    done(f"aggregate-tables: {line}")
+    written = write_summary(paths.metrics, df, headline)
+    done(f"aggregate-tables: {describe(df, list(TASKS), written)}")

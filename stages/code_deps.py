@@ -4,10 +4,12 @@ of source files, so dvc.yaml stays a table of contents and dvc.lock stays small,
 re-runs exactly when code it runs changed.
 
 The code a stage runs is the import closure of its command's module (imports inside functions
-included), with two narrowings: a registry's rows count only for the stage's own task and the
-models it builds (editing tasks/charlm.py does not retrain an expr cell, nor the abacus model the
-GPT), and the two registry tables are left out (registering a model or a task retrains nothing;
-after changing an existing row, force its stages: `dvc repro -f -s <stage>`).
+included), with two narrowings: a registry's rows count only for the stage's own task, the
+models it builds and its figures (editing tasks/charlm.py does not retrain an expr cell, nor the
+abacus model the GPT, and an expr figure redraws no other task's), and the registry tables are
+left out (registering a model or a task retrains nothing; after changing an existing row, force
+its stages: `dvc repro -f -s <stage>`). The modules dvc.yaml is made from (DECLARATIONS) are not
+followed: changing them changes dvc.yaml itself.
 """
 
 from __future__ import annotations
@@ -20,36 +22,27 @@ import click
 from arithrepro.stages.common import done, friendly_errors
 
 OUT = Path("code-deps")
-REGISTRIES = ("arithrepro.models.registry", "arithrepro.tasks.registry")
+# tables whose rows are followed only for the stage's own task and models, then left out
+REGISTRIES = ("arithrepro.models.registry", "arithrepro.tasks.registry", "arithrepro.report.figures")
+# what dvc.yaml is made of: a change there changes dvc.yaml, which DVC compares itself
+DECLARATIONS = ("arithrepro.pipeline", "arithrepro.dvcfile")
 # commands that build no model (the registry's model rows do not count for them)
-BUILDS_NO_MODEL = ("generate-datasets", "charlm-corpus", "aggregate-tables", "render-figures")
+BUILDS_NO_MODEL = ("generate-datasets", "charlm-corpus", "aggregate-tables", "report")
 
 
 def families() -> dict[str, tuple[str, str | None]]:
     """{stage family (as dvc.yaml names it): (command, task whose code it runs)}."""
-    from arithrepro.tasks.registry import GRID_TASKS
+    from arithrepro.pipeline import families
 
-    out = {}
-    for task in GRID_TASKS:
-        out.update({f"generate-{task}": ("generate-datasets", task),
-                    f"train-{task}": ("train", task), f"evaluate-{task}": ("evaluate", task)})
-    # the modular studies' stages (train-modular-<study>) share one family
-    out["train-modular"] = ("train", "modular")
-    out["modular-attention"] = ("modular-attention", "modular")
-    out["charlm-corpus"] = ("charlm-corpus", "charlm")
-    out["train-charlm"] = ("train", "charlm")
-    for command in ("charlm-sample", "charlm-compute"):
-        out[command] = (command, "charlm")
-    out.update({"aggregate-tables": ("aggregate-tables", None),
-                "render-figures": ("render-figures", None)})
-    return out
+    return families()
 
 
 def family_of(stage: str) -> str:
-    """The family of a stage as dvc.yaml names it (train-expr@gpt-small-0 -> train-expr,
+    """The family of a stage as DVC addresses it (train-expr@gpt-small-0 -> train-expr,
     train-modular-data@lstm-std-0.3-0 -> train-modular)."""
-    group = stage.split("@")[0]
-    return "train-modular" if group.startswith("train-modular-") else group
+    from arithrepro.pipeline import family_of
+
+    return family_of(stage)
 
 
 def code_files(root: Path, command: str, task: str | None) -> list[str]:
@@ -58,17 +51,23 @@ def code_files(root: Path, command: str, task: str | None) -> list[str]:
     from arithrepro.cli import COMMANDS
     from arithrepro.imports import closure, graph, project_modules
     from arithrepro.models.registry import MODELS
+    from arithrepro.report.figures import FIGURES
     from arithrepro.tasks.registry import TASKS, models_of
 
     models = [] if command in BUILDS_NO_MODEL or task is None else models_of(TASKS[task])
     own_tasks = {"arithrepro.tasks.base"} | ({f"arithrepro.tasks.{task}"} if task else set())
     builders = {MODELS[m].build.__module__ for m in models}
+    figures = {FIGURES[task].render.__module__} if task in FIGURES else set()
 
     def follow(module: str, target: str) -> bool:
+        if target in DECLARATIONS:
+            return False
         if module == "arithrepro.tasks.registry" and target.startswith("arithrepro.tasks."):
             return target in own_tasks
         if module == "arithrepro.models.registry" and target.startswith("arithrepro.models."):
             return target in builders
+        if module == "arithrepro.report.figures" and target.startswith("arithrepro.report."):
+            return target in figures
         return True
 
     root = Path(root)

@@ -119,7 +119,7 @@ def _die(message: str, code: int) -> None:
 
 
 def rebuild_command(path) -> str | None:
-    """The DVC command that writes `path` again, read off the layout above (None for a file no
+    """The DVC command that writes `path` again, the stage dvc.yaml says writes it (None for a file no
     stage writes)."""
     path = Path(path)
     if path.is_absolute():
@@ -127,52 +127,29 @@ def rebuild_command(path) -> str | None:
             path = path.relative_to(Path.cwd())
         except ValueError:
             return None
-    stage = _producer(path.parts)
+    from arithrepro.pipeline import producer
+
+    stage = producer(path)
     return f"dvc repro -f -s {stage}" if stage else None
 
 
-def _producer(parts: tuple[str, ...]) -> str | None:
-    """The DVC stage (as dvc.yaml names it) whose outputs include the file at `parts`."""
-    cell = Path(parts[-1]).stem if parts else ""
-    match parts:
-        case ("code-deps", _):
-            return "code-deps"
-        case ("data", "charlm", *_):
-            return "charlm-corpus"
-        case ("data", task, *_):
-            return f"generate-{task}"
-        case ("runs", "modular", study, name, *_):
-            return _modular_stage(study, name)
-        case ("metrics", "modular", "runs", study, _) | ("plots", "modular", "curves", study, _):
-            return _modular_stage(study, cell)
-        case ("runs", "charlm", name, *_):
-            return f"train-charlm@{name}"
-        case ("metrics", "charlm", "runs", _):
-            return f"train-charlm@{cell}"
-        case ("metrics", "charlm", "samples.md") | ("plots", "charlm", "attention", _):
-            return "charlm-sample"
-        case ("metrics", "charlm", "compute.csv" | "compute.md"):
-            return "charlm-compute"
-        case ("runs", task, name, *_):
-            return f"train-{task}@{name}"
-        case ("plots", task, "eval", _) | ("metrics", task, "runs", _):
-            return f"evaluate-{task}@{cell}"
-        case ("metrics", "summary.csv" | "summary.json"):
-            return "aggregate-tables"
-    return None
+def read_records(params: dict, tasks: list[str]):
+    """The records of the runs the params ask for, one row each (report/tables.collect_runs);
+    a missing one is named with the stage that writes it."""
+    from arithrepro.report.tables import collect_runs
+    from arithrepro.tasks.registry import TASKS
 
+    wanted = {name: [spec.record for spec in TASKS[name].runs(params)] for name in tasks}
+    try:
+        return collect_runs(paths.metrics, tasks, wanted)
+    except FileNotFoundError as err:
+        if err.filename is None:
+            raise
+        from arithrepro.pipeline import producer
 
-def _modular_stage(study: str, name: str) -> str | None:
-    """train-modular-<study>@<DVC's key> of a run named <model>-<study>[.<swept values>]-<seed>:
-    DVC joins the model, the swept values and the seed with '-' (the values are numbers, each
-    after its key's letters in the name: data.r0.3, size.L2d128)."""
-    import re
-
-    hit = re.fullmatch(rf"(.+)-{re.escape(study)}(\.[^-].*?)?-(\d+)", name)
-    if not hit:
-        return None
-    values = re.findall(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?", hit[2] or "")
-    return f"train-modular-{study}@" + "-".join([hit[1], *values, hit[3]])
+        stage = producer(err.filename)
+        command = f"dvc repro {stage}" if stage else "dvc repro"
+        raise FileNotFoundError(f"{err.filename}: missing; run `{command}`") from None
 
 
 def done(message: str) -> None:

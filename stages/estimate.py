@@ -14,18 +14,12 @@ import click
 from arithrepro.device import resolve_device, resolve_precision
 from arithrepro.stages.common import TaskName, friendly_errors
 
-# The charlm timing corpus: random characters, as the real corpus (TinyStories) may be out of
-# reach; the vocabulary only sizes the embedding and the output layer.
-CHARLM_VOCAB = 96
-
-
 @dataclass
 class Job:
-    """Runs of one shape: `build()` -> (model, the run's batches, loop config, validation timer)."""
+    """A run and its seeds: `build()` -> the run (a Built) on data made in memory."""
     task: str
     label: str
     runs: int
-    key: str        # runs with the same key take the same time per step and per validation
     build: Callable
 
 
@@ -59,6 +53,7 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
     from arithrepro import config
     from arithrepro.estimate import Projection, Timing, hours, time_steps, validations
     from arithrepro.io import write_json
+    from arithrepro.models.registry import MODELS
     from arithrepro.tasks.registry import TASKS
 
     known = config.profiles(conf_dir)
@@ -79,14 +74,17 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
     for profile, p in composed.items():
         rows = []
         for job in _jobs(p, tasks or tuple(TASKS), device, precisions):
-            net, batches, cfg, validation = job.build()
-            if job.key not in timings:
+            built = job.build()
+            key = _shape(job.task, built, p["compile"])
+            if key not in timings:
                 click.echo(f"estimate: timing {profile} {job.task} {job.label}", err=True)
-                timings[job.key] = Timing(time_steps(net, batches, cfg, warmup, steps),
-                                          validation(net))
-            rows.append(Projection(job.task, job.label, job.runs, batches.steps,
-                                   validations(batches, cfg), timings[job.key]))
-            del net
+                timer = _validation(built, device)
+                timings[key] = Timing(time_steps(built.net, built.batches, built.cfg, warmup,
+                                                 steps, MODELS[built.arch["model"]]),
+                                      timer(built.net))
+            rows.append(Projection(job.task, job.label, job.runs, built.batches.steps,
+                                   validations(built.batches, built.cfg), timings[key]))
+            del built
         out[profile] = [{**asdict(r), "run_s": r.run_s, "total_s": r.total_s} for r in rows]
         report.append(_table(profile, rows, hours))
     click.echo(f"# Projected training time on {where}\n\n{warmup} untimed and {steps} timed "
@@ -127,101 +125,48 @@ def _precision_note(precisions: dict) -> str:
 
 
 def _jobs(params: dict, tasks, device: str, precisions: dict):
-    """Every run shape of the params, task by task."""
-    from arithrepro.tasks.registry import TASKS
-
-    for task in tasks:
-        if TASKS[task].grid:
-            yield from _grid_jobs(params, task, device, precisions[task])
-        elif task == "modular":
-            yield from _modular_jobs(params, device, precisions[task])
-        else:
-            yield from _charlm_jobs(params, device, precisions[task])
-
-
-def _grid_jobs(params: dict, task: str, device: str, precision: str):
-    from arithrepro.estimate import forward_seconds
-    from arithrepro.models.registry import build_model
-    from arithrepro.tasks.registry import TASKS
-
-    t, seed = TASKS[task], params[task]["seeds"][0]
-    batch = params[task]["train"]["batch_size"]
-    for model in params[task]["models"]:
-        for size in params[task]["sizes"]:
-            arch, cfg = TASKS[task].cell(params, model, size, seed, precision)
-
-            def build(arch=arch, cfg=cfg):
-                import torch
-
-                torch.manual_seed(seed)
-                net = build_model(arch["model"], arch["size"], dropout=arch["dropout"],
-                                  **arch["dims"]).to(device)
-                batches = t.sample_batches(params, seed, device)
-                rows = t.valid_count(params)
-                # a validation batch: as many rows as the loop's validation batches hold
-                n = min(cfg.eval_batch_size, rows)
-                x = torch.cat([batches(i)[0] for i in range(-(-n // batch))])[:n]
-                return net, batches, cfg, lambda net: forward_seconds(net, x, precision) * rows
-
-            key = json.dumps([task, arch, batch, cfg.progressive, params["compile"]], sort_keys=True)
-            yield Job(task, f"{model}-{size}", len(params[task]["seeds"]), key, build)
-
-
-def _modular_jobs(params: dict, device: str, precision: str):
-    from arithrepro.estimate import time_call
+    """Every run shape of the params: a task's runs that differ in their seed only are one
+    job, built on data made in memory (`Task.trial`)."""
     from arithrepro.runs import Placement
-    from arithrepro.tasks.modular import cell as study_cell, run_config, study_runs
+    from arithrepro.tasks.registry import TASKS
 
-    where = Placement(device, precision, bool(params["compile"]))
-    for study in params["modular"]["studies"]:
-        groups = {}  # a study's runs that differ only in their seed
-        for run in study_runs(params, study):
-            groups.setdefault((run.model, run.label), []).append(run)
+    for name in tasks:
+        task = TASKS[name]
+        where = Placement(device, precisions[name], bool(params["compile"]))
+        groups = {}
+        for run in task.runs(params):
+            groups.setdefault((run.group, run.model, run.label), []).append(run)
         for runs in groups.values():
-            run, c = runs[0], run_config(params, runs[0])
-            shape = {k: c[k] for k in ("p", "orders", "operator", "r_train", "layers", "d_model",
-                                       "heads", "batch_size")}
-
-            def build(run=run, c=c):
-                net, _, _, data, cfg, batches = study_cell(run, c, where)
-
-                def validation(net):
-                    import torch
-
-                    net.eval()
-                    try:
-                        return time_call(lambda: data.evaluate(net), torch.device(device))
-                    finally:
-                        net.train()
-
-                return net, batches, cfg, validation
-
-            key = json.dumps(["modular", run.model, shape, params["compile"]], sort_keys=True)
-            yield Job("modular", f"{run.model} {run.label}", len(runs), key, build)
+            run = runs[0]
+            yield Job(name, f"{run.model}-{run.label}", len(runs),
+                      lambda run=run, task=task, where=where: task.trial(run, params, where))
 
 
-def _charlm_jobs(params: dict, device: str, precision: str):
+def _shape(task: str, built, compile_) -> str:
+    """What a step's time depends on: the architecture, the batch's shape, the loop's
+    settings that change a step's work (not its seed, learning rate or length)."""
+    cfg = built.cfg
+    x = built.batches(0)[0]
+    return json.dumps([task, {k: v for k, v in built.arch.items() if k != "vocab"}, list(x.shape),
+                       cfg.optimizer, cfg.precision, cfg.micro_batches, cfg.progressive,
+                       cfg.outputs_from, cfg.eval_batch_size, compile_], sort_keys=True, default=str)
+
+
+def _validation(built, device: str):
+    """The validation timer of a run: seconds of one pass over its validation set."""
     import torch
 
-    from arithrepro.estimate import forward_seconds
-    from arithrepro.runs import Placement, RunSpec
-    from arithrepro.tasks.charlm import run_arch, setup_run
+    from arithrepro.estimate import forward_seconds, time_call
 
-    m = params["charlm"]
-    where = Placement(device, precision, bool(params["compile"]))
-    ids = torch.randint(CHARLM_VOCAB, (m["corpus"]["chars"],),
-                        generator=torch.Generator().manual_seed(0))
-    for name in m["models"]:
-        for schedule in m["schedules"]:
-            run = RunSpec("charlm", name, schedule, m["seeds"][0])
+    if callable(built.valid):   # the task's own validation (modular): timed as it runs
+        def timer(net):
+            net.eval()
+            try:
+                return time_call(lambda: built.valid(net), torch.device(device))
+            finally:
+                net.train()
 
-            def build(run=run):
-                net, _, _, _, data, cfg, batches, _ = setup_run(run, params, ids, CHARLM_VOCAB, where)
-                x = data.val[:cfg.eval_batch_size, :-1]  # a validation batch's inputs
-                return net, batches, cfg, lambda net: forward_seconds(net, x, precision) * len(data.val)
-
-            model, size = run_arch(params, run)
-            T = m["schedule"][schedule]["seq_length"]
-            key = json.dumps(["charlm", model, size, T, m["train"]["batch_size"], params["compile"]],
-                             sort_keys=True)
-            yield Job("charlm", f"{name} T={T}", len(m["seeds"]), key, build)
+        return timer
+    make_batch, n = built.valid
+    x = make_batch(torch.arange(min(built.cfg.eval_batch_size, n)))[0]
+    return lambda net: forward_seconds(net, x, built.cfg.precision) * n

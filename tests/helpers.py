@@ -112,7 +112,7 @@ def run(tmp_path, name, cfg, halt_after=None, model=None, batch_size=16, epochs=
     halt = (Halt(halt_after),) if halt_after is not None else ()
     try:
         result = fit(model, batches, valid, cfg, tmp_path / "checkpoint.pt", fp,
-                     progress=False, series=series, observers=halt)
+                     spec=MODELS.get(name), progress=False, series=series, observers=halt)
     except Halted:
         result = None
     return model, result

@@ -105,7 +105,7 @@ def test_compiled_training_gives_the_eager_losses(tmp_path, name):
 def test_a_model_that_cannot_compile_runs_eager_with_a_warning(tmp_path):
     cfg = TrainConfig(lr=0.01, seed=4)
     _, eager = run(tmp_path / "a", "retran", cfg, epochs=1, dropout=0.0)
-    with pytest.warns(UserWarning, match="compile: ReTranCore runs eager"):
+    with pytest.warns(UserWarning, match="compile: runs eager"):
         _, compiled = run(tmp_path / "b", "retran", TrainConfig(lr=0.01, seed=4, compile=True),
                           epochs=1, dropout=0.0)
     assert [r["loss"] for r in eager["train_curve"]] == [r["loss"] for r in compiled["train_curve"]]

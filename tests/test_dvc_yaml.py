@@ -89,3 +89,41 @@ def test_the_command_writes_a_file_per_family(tmp_path, monkeypatch):
     written = {p.stem: p.read_text() for p in (tmp_path / "code-deps").glob("*.txt")}
     assert set(written) == set(families())
     assert written["train-expr"] == listing(tmp_path, code_files(tmp_path, "train", "expr"))
+
+
+def test_dvc_yaml_is_what_the_registries_declare():
+    from arithrepro.pipeline import as_yaml
+
+    assert (ROOT / "dvc.yaml").read_text() == as_yaml(), "run `arithrepro pipeline`"
+
+
+def test_every_dependency_is_a_stages_output_or_a_source():
+    """A dependency no stage writes would make DVC read a stale or missing file."""
+    import subprocess
+
+    every = stages()
+    outs = {str(o.def_path) for s in every for o in s.outs}
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    loose = {}
+    for stage in every:
+        for dep in stage.deps:
+            path = str(dep.def_path)
+            if type(dep).__name__ == "ParamsDependency" or stage.addressing == "code-deps":
+                continue
+            written = any(path == o or path.startswith(o + "/") or o.startswith(path + "/")
+                          for o in outs)
+            if not written and not any(t == path or t.startswith(path + "/") for t in tracked):
+                loose.setdefault(stage.addressing, []).append(path)
+    assert loose == {}
+
+
+def test_every_output_names_the_stage_that_writes_it():
+    """The one-line errors point at `dvc repro -f -s <stage>`: the stage is found from the
+    declarations for every output of every cell."""
+    from arithrepro.pipeline import producer
+
+    wrong = {str(o.def_path): (stage.addressing, producer(o.def_path))
+             for stage in stages() for o in stage.outs
+             if producer(o.def_path) != stage.addressing}
+    assert wrong == {}

@@ -96,12 +96,14 @@ def test_estimate_projects_every_task_of_the_smoke_profile(tmp_path, smoke_param
     assert [r["steps"] for r in by_task["looped"]] == [8, 8]
     assert [r["validations"] for r in by_task["looped"]] == [2, 2]  # steps 4 and 8
     assert {r["label"] for r in by_task["charlm"]} == {
-        f"{m} T=16" for m in ("rnn", "multi-rnn", "gru", "transformer-1", "transformer-8")}
+        f"{m}-s16" for m in ("rnn", "multi-rnn", "gru", "transformer-1", "transformer-8")}
     assert all(r["steps"] == 6 and r["validations"] == 2 for r in by_task["charlm"])
-    # every run of every study: a DVC cell each
-    from arithrepro.tasks.modular import TASK
+    # every run of every task, as its train stage lists them
+    from arithrepro.tasks.registry import TASKS
 
-    assert sum(r["runs"] for r in by_task["modular"]) == len(TASK.runs(params)) == 11
+    for name, task in TASKS.items():
+        assert sum(r["runs"] for r in by_task[name]) == len(task.runs(params)), name
+    assert len(TASKS["modular"].runs(params)) == 11
 
 
 def test_estimate_refuses_an_unknown_profile():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from arithrepro.models.registry import build_model
+from arithrepro.models.registry import MODELS, build_model
 from arithrepro.tasks.expr import PAD, TASK, Split, encode
 from arithrepro.tasks.expr_grammar import generate_unique
 from arithrepro.train import micro_batches, training_loss
@@ -38,7 +38,7 @@ def test_pieces_give_the_whole_batchs_loss_and_gradients(name, pieces):
     torch.manual_seed(0)
     net = build_model(name, SIZES[name], vocab_size=19, dropout=0.0, max_len=24, pad_id=PAD).double()
     x, y, mask = batch()
-    trim = getattr(net.core, "prunes_outputs", False)
+    trim = MODELS[name].prunes_outputs
     split = micro_batches(x, y, mask, pieces, trim)
     assert len(split) == pieces and sum(len(p[0]) for p in split) == len(x)
     assert all(p[0].size(1) < x.size(1) for p in split[1:])  # padding was cut

@@ -93,8 +93,8 @@ COUNTS = {
     "nanogpt": 1_944,
 }
 
-LANGUAGE_MODELS = [n for n, s in MODELS.items() if s.kind != "classifier"]
-ENCODERS = [n for n, s in MODELS.items() if s.kind == "classifier"]
+LANGUAGE_MODELS = [n for n, s in MODELS.items() if s.causal]
+ENCODERS = [n for n, s in MODELS.items() if not s.causal]
 DECODERS = [n for n, s in MODELS.items() if s.decodes]
 TRACERS = [n for n, s in MODELS.items() if s.traces]
 
@@ -304,10 +304,10 @@ def check_contract(name: str, size: dict, expected_params: int) -> None:
     model = build(name, size)
     assert count_params(model) == expected_params
     check_shapes(model, spec)
-    if spec.kind == "classifier":
-        check_encoder_reach(model, spec)
-    else:
+    if spec.causal:
         check_causal(model, spec)
+    else:
+        check_encoder_reach(model, spec)
     if spec.decodes:
         check_decoding(model, spec)
     if spec.traces:
@@ -331,6 +331,14 @@ def test_parameter_count(name):
 @pytest.mark.parametrize("name", MODELS)
 def test_output_shapes(name):
     check_shapes(registered(name), MODELS[name])
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_loop_reads_what_the_model_does(name):
+    """fit reads a model's capabilities from its registry entry: one declared to prune the
+    outputs before `outputs_from` has a core that does, and only such a one."""
+    core = registered(name).core
+    assert MODELS[name].prunes_outputs == getattr(core, "prunes_outputs", False)
 
 
 @pytest.mark.parametrize("name", LANGUAGE_MODELS)

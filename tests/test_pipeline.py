@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workspace import sh
+from tests.workspace import ran_stages, sh
 
 TIMING = {"train_seconds", "tokens_per_s", "eval_seconds", "s_per_step"}
 FIGURES = ["accuracy_vs_params", "accuracy_vs_length", "val_loss_vs_params", "length_distribution"]
@@ -270,7 +270,7 @@ def test_a_pulled_commit_reproduces_without_training(first_run, published):
     out = sh(["dvc", "exp", "run", *SMOKE, "-S", "abacus.eval.recurrences=[1,2,3]"],
              here)
     assert ran_stages(out) == {"evaluate-abacus@abacus-l2r2-0", "aggregate-tables",
-                               "render-figures"}
+                               "report-abacus"}
     assert "acc_r3" in json.loads((here / "metrics/summary.json").read_text())["abacus"]["abacus-l2r2-0"]
 
 
@@ -340,10 +340,6 @@ def test_a_forced_rerun_gives_the_same_metrics(first_run, clone):
     assert metrics(clone) == before
 
 
-def ran_stages(out: str) -> set[str]:
-    return {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
-
-
 @pytest.fixture(scope="module")
 def gpt_lr_run(first_run, clone) -> str:
     return sh(["dvc", "exp", "run", *SMOKE, "-S", "models.gpt.lr=0.02"], clone)
@@ -384,7 +380,7 @@ def test_a_new_sweep_value_trains_that_values_cells_only(sweep_run, clone):
     """A new value in one modular sweep trains that value's cells only: the study's other cells
     and the other studies are up to date, and the report follows."""
     assert ran_stages(sweep_run) == {"train-modular-data@lstm-std-0.6-0", "aggregate-tables",
-                                     "render-figures"}
+                                     "report-modular"}
     modular = json.loads((clone / "metrics" / "summary.json").read_text())["modular"]
     # the dropped value is not one of the runs the params ask for
     assert "lstm-std-data.r0.6-0" in modular and "lstm-std-data.r0.7-0" not in modular

@@ -279,9 +279,7 @@ def _lengths() -> pd.DataFrame:
 def _figure_inputs(root: Path) -> tuple[pd.DataFrame, Path, Path]:
     _write_records(root / "metrics", _records())
     df = tables.collect_runs(root / "metrics", ["expr"])
-    # Through the CSV, as the render-figures stage reads it.
-    tables.summary_csv(df).to_csv(root / "summary.csv", index=False)
-    summary = pd.read_csv(root / "summary.csv")
+    summary = tables.summary_csv(df)   # as the report stage passes them
     by_length = root / "by_length"
     by_length.mkdir()
     for r in _records():
@@ -336,4 +334,4 @@ def test_architecture_colours_do_not_depend_on_the_subset_drawn():
 
 
 def test_registry_maps_expr_to_its_renderer():
-    assert figures.figures()["expr"] is expr_figures.render_expr
+    assert figures.FIGURES["expr"].render is expr_figures.render_expr

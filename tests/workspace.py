@@ -35,3 +35,8 @@ def make_clone(dest: Path) -> Path:
     sh(["git", "add", "-A"], dest)
     sh(["git", "commit", "-qm", "clone"], dest)
     return dest
+
+
+def ran_stages(out: str) -> set[str]:
+    """The stages a `dvc repro` / `dvc exp run` output says it ran."""
+    return {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}

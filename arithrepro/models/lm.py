@@ -101,17 +101,6 @@ class LanguageModel(nn.Module):
         self.core.recurrences = r
 
     @property
-    def causal(self) -> bool:
-        """Whether position t sees only positions <= t (what cutting a batch into pieces needs)."""
-        return getattr(self.core, "causal", True)
-
-    @property
-    def eager_reason(self) -> str:
-        """Why torch.compile cannot run this model, "" when it can (the core says so)."""
-        return "" if getattr(self.core, "compilable", True) else (
-            f"{type(self.core).__name__} runs eager ({self.core.compilable_reason})")
-
-    @property
     def prunes_outputs(self) -> bool:
         """Whether forward(outputs_from=n) skips work on the positions before n (a causal
         transformer's last block) rather than computing them and dropping their outputs."""

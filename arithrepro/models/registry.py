@@ -17,7 +17,12 @@ Capabilities, declared here so no caller tests a model's name (checked when the 
   size), so generation slides a window of max_len tokens;
 - traces: `trace()` returns every block's attention weights (the attention figures);
 - cost: the cost formula of the charlm compute table: "attention", or "recurrent" with `gates`,
-  the matrices a cell multiplies its state by (Elman 1, GRU 3).
+  the matrices a cell multiplies its state by (Elman 1, GRU 3);
+- causal: position t sees positions <= t only (what cutting a batch into length-sorted pieces
+  needs; the encoders see both ways);
+- prunes_outputs: forward(outputs_from=n) skips the work of positions before n (a causal
+  transformer's last block) instead of computing them and dropping their outputs;
+- eager: why torch.compile cannot run it ("" when it can): the loop runs it eager, with a warning.
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ class ModelSpec:
     traces: bool = False
     cost: str = ""
     gates: int = 0
+    causal: bool = True
+    prunes_outputs: bool = False
+    eager: str = ""
 
     def check(self, name: str) -> None:
         """TypeError naming the model if its declaration contradicts itself."""
@@ -60,6 +68,8 @@ class ModelSpec:
             (self.cost == "recurrent") != (self.gates > 0) and "recurrent cost needs gates >= 1 (and only it)",
             self.sizes not in ("models", "run") and f"sizes {self.sizes!r} is not models or run",
             self.traces and self.kind == "classifier" and "only language models trace attention",
+            self.prunes_outputs and not self.causal and "only a causal model prunes outputs",
+            self.kind != "classifier" and not self.causal and "a language model is causal",
         ]
         for problem in problems:
             if problem:
@@ -93,24 +103,29 @@ class ModelSpec:
 _ATTN = ("d_model", "d_ff", "d_sa", "layers", "heads")
 
 MODELS: dict[str, ModelSpec] = {
-    "gpt": ModelSpec(transformer.build, "lm", _ATTN, rotary=True, traces=True),
+    "gpt": ModelSpec(transformer.build, "lm", _ATTN, rotary=True, traces=True,
+                     prunes_outputs=True),
     "lstm": ModelSpec(recurrent.build, "lm", ("d_model", "d_ff", "layers")),
-    "retran": ModelSpec(retran.build, "lm", _ATTN, rotary=True),
+    "retran": ModelSpec(retran.build, "lm", _ATTN, rotary=True,
+                        eager="torch.compile cannot trace the in-place cache writes that ReTran's "
+                              "saved-tensor hooks allow, and would unroll T x layers steps"),
     "abacus": ModelSpec(abacus.build, "abacus-lm", ("block_layers", "recurrences"),
-                        budget_fields=("d_model", "d_ff", "heads", "offset_k"), traces=True),
+                        budget_fields=("d_model", "d_ff", "heads", "offset_k"), traces=True,
+                        prunes_outputs=True),
     "standard": ModelSpec(looped.build_standard, "classifier", ("d_model", "d_ff", "layers", "heads"),
-                          decodes=False),
+                          decodes=False, causal=False),
     "looped": ModelSpec(looped.build_looped, "classifier", ("d_model", "d_ff", "heads", "loop_offset"),
-                        optional_fields=("extra_loops",), decodes=False),
+                        optional_fields=("extra_loops",), decodes=False, causal=False),
     "lstm-std": ModelSpec(recurrent.build_standard, "lm", ("d_model", "layers"), sizes="run"),
     "gpt-sin": ModelSpec(transformer.build_sinusoidal, "lm", ("d_model", "layers", "heads"),
-                         sizes="run", traces=True),
+                         sizes="run", traces=True, prunes_outputs=True),
     "rnn": ModelSpec(recurrent.build_rnn, "lm", ("d_embed", "d_model", "layers"), sizes="run",
                      cost="recurrent", gates=1),
     "gru": ModelSpec(recurrent.build_gru, "lm", ("d_embed", "d_model", "layers"), sizes="run",
                      cost="recurrent", gates=3),
     "nanogpt": ModelSpec(transformer.build_nanogpt, "lm", ("d_model", "layers", "heads"),
-                         sizes="run", context="max_len", traces=True, cost="attention"),
+                         sizes="run", context="max_len", traces=True, cost="attention",
+                         prunes_outputs=True),
 }
 
 

@@ -114,9 +114,7 @@ class ReTranLayer(nn.Module):
 
 
 class ReTranCore(nn.Module):
-    compilable = False
-    compilable_reason = ("torch.compile cannot trace the in-place cache writes that its "
-                         "saved-tensor hooks allow, and would unroll T x layers steps")
+    # runs eager under torch.compile (the registry's `eager` says why)
     fused = True  # False: the per-op path from a fresh state too (the fused one's reference)
     # The fused path computes no position after a row's last real token (its outputs there are
     # zeros; the per-op path computes them, and they never reach a real position's output).

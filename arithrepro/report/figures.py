@@ -1,7 +1,15 @@
-"""Each task's PNG figures: figures() maps a task to the function that draws them, from its rows
-of metrics/summary.csv and its per-cell evaluation files; a new task adds its own line."""
+"""Each task's PNG figures, one line per task: the function that draws them and what it reads
+(beside the task's run records) and writes; a task without a line has its tables only.
+
+A renderer takes (the task's rows in the form of metrics/summary.csv, plots/<task>/eval,
+data/<task>, plots/<task>) and returns the paths it wrote. report-<task> runs it; dvc.yaml's
+outputs and plots come from `writes` (arithrepro/pipeline.py).
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 from arithrepro.report.abacus_looped_figures import render_abacus, render_looped
 from arithrepro.report.charlm_figures import render_charlm
@@ -9,8 +17,30 @@ from arithrepro.report.expr_figures import render_expr
 from arithrepro.report.modular_figures import render_modular
 
 
-def figures() -> dict:
-    """{task: renderer}; each renderer takes (summary rows of the task, plots/<task>/eval,
-    data/<task>, plots/<task>) and returns the paths it wrote."""
-    return {"expr": render_expr, "abacus": render_abacus, "looped": render_looped,
-            "modular": render_modular, "charlm": render_charlm}
+@dataclass(frozen=True)
+class Figures:
+    render: Callable
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+
+
+def _modular(*studies: str) -> tuple[str, ...]:
+    return tuple(f"plots/modular/{name}.png" for name in studies)
+
+
+FIGURES = {
+    "expr": Figures(render_expr, ("plots/expr/eval", "data/expr/lengths.csv"),
+                    tuple(f"plots/expr/{n}.png" for n in ("accuracy_vs_params", "accuracy_vs_length",
+                                                          "val_loss_vs_params", "length_distribution"))),
+    "abacus": Figures(render_abacus, ("plots/abacus/eval", "data/abacus/meta.json"),
+                      ("plots/abacus/heatmaps", "plots/abacus/ood_vs_recurrences.png")),
+    "looped": Figures(render_looped, ("plots/looped/eval", "data/looped/meta.json"),
+                      ("plots/looped/accuracy_vs_digits.png",)),
+    "modular": Figures(render_modular,
+                       tuple(f"plots/modular/curves/{s}" for s in
+                             ("sanity", "data", "orders", "size", "compute", "regularization")),
+                       _modular("sanity_curves", "data_curves", "data_metrics", "orders_curves",
+                                "size_curves", "size_metrics", "compute_curves", "compute_metrics",
+                                "compute_budgets", "regularization_curves", "regularization_metrics")),
+    "charlm": Figures(render_charlm, ("runs/charlm",), ("plots/charlm/loss_curves.png",)),
+}

@@ -340,32 +340,48 @@ EXTRA_TABLES = {"looped": _looped_tables, "abacus": _abacus_tables}
 
 # --- the stage -------------------------------------------------------------------------------
 
-def write_all(metrics_dir: Path, tasks: list[str], headline: dict | None = None,
-              wanted: dict | None = None) -> str:
-    """Write headline.json (`headline`: {task: (metrics, sizes pattern)}), summary.json,
-    summary.csv and <task>.md under metrics_dir from the records `wanted` (collect_runs);
-    return a summary line."""
+def write_summary(metrics_dir: Path, df: pd.DataFrame, headline: dict) -> list[Path]:
+    """headline.json (`headline`: {task: (metrics, sizes pattern)}), summary.json and
+    summary.csv under metrics_dir."""
     metrics_dir = Path(metrics_dir)
-    df = collect_runs(metrics_dir, tasks, wanted)
     written = [metrics_dir / "headline.json", metrics_dir / "summary.json",
                metrics_dir / "summary.csv"]
-    write_json(written[0], headline_json(df, headline or {}))
+    write_json(written[0], headline_json(df, headline))
     write_json(written[1], summary_json(df))
     write_frame(written[2], summary_csv(df))
-    for task in tasks:
-        path = metrics_dir / f"{task}.md"
-        if task == "modular":  # studies, not a grid: tables of their own, also as LaTeX
-            from arithrepro.report.modular_tables import write
+    return written
 
-            text, tex = write(df[df["task"] == task])
-            write_text(metrics_dir / "modular.tex", tex)
-            written.append(metrics_dir / "modular.tex")
-        else:
-            text = markdown_table(df, task, default_metrics(df, task))
-        if task in EXTRA_TABLES:
-            text += "\n" + EXTRA_TABLES[task](df[df["task"] == task])
-        write_text(path, text)
-        written.append(path)
+
+def write_task_tables(metrics_dir: Path, task: str, df: pd.DataFrame) -> list[Path]:
+    """<task>.md under metrics_dir (modular: also modular.tex) from the task's rows of df."""
+    metrics_dir = Path(metrics_dir)
+    path, written = metrics_dir / f"{task}.md", []
+    if task == "modular":  # studies, not a grid: tables of their own, also as LaTeX
+        from arithrepro.report.modular_tables import write
+
+        text, tex = write(df[df["task"] == task])
+        write_text(metrics_dir / "modular.tex", tex)
+        written.append(metrics_dir / "modular.tex")
+    else:
+        text = markdown_table(df, task, default_metrics(df, task))
+    if task in EXTRA_TABLES:
+        text += "\n" + EXTRA_TABLES[task](df[df["task"] == task])
+    write_text(path, text)
+    return [path, *written]
+
+
+def write_all(metrics_dir: Path, tasks: list[str], headline: dict | None = None,
+              wanted: dict | None = None) -> str:
+    """The summary and every task's tables from the records `wanted` (collect_runs); return a
+    summary line."""
+    df = collect_runs(metrics_dir, tasks, wanted)
+    written = write_summary(metrics_dir, df, headline or {})
+    for task in tasks:
+        written += write_task_tables(metrics_dir, task, df)
+    return describe(df, tasks, written)
+
+
+def describe(df: pd.DataFrame, tasks: list[str], written: list[Path]) -> str:
     return (f"{_count(len(df), 'run')}, {_count(len(tasks), 'task')} -> "
             + ", ".join(str(p) for p in written))
 

@@ -119,6 +119,12 @@ class AbacusTask(StreamTask):
     stop_id = END
     model_kind = "abacus-lm"
     precision = "mixed"
+    title = "Abacus embeddings and depth for addition beyond the training length"
+    train_blocks = ("data", "model", "train")
+    plots = ({"plots/abacus/eval": {"x": "n1", "y": "n2",
+                                    "template": "conf/plot_templates/digit_grid.json",
+                                    "x_label": "digits of the first operand",
+                                    "y_label": "digits of the second operand"}},)
 
     @classmethod
     def params_schema(cls) -> dict:

@@ -69,6 +69,27 @@ class Task(ABC):
     # expression; empty: every size).
     headline: tuple[str, ...] = ()
     headline_sizes = ""
+    # Its part of dvc.yaml (arithrepro/pipeline.py): the section's title; the <task> keys that
+    # name its runs (what its report and the summary read them by); where its records are;
+    # the tables its report writes; dvc.yaml's plot definitions of its folders of plot data
+    # (one plot per file) and its images written by stages other than its report.
+    title = ""
+    run_keys: tuple[str, ...] = ()
+    plots: tuple[dict, ...] = ()
+    images: tuple[str, ...] = ()
+
+    @property
+    def record_dirs(self) -> list[str]:
+        return [f"metrics/{self.name}/runs"]
+
+    @property
+    def tables(self) -> list[str]:
+        return [f"metrics/{self.name}.md"]
+
+    def stages(self) -> list:
+        """Its stages before its report (arithrepro/dvcfile.py's Stage); a grid task's are
+        made for it (pipeline.grid_stages)."""
+        raise NotImplementedError(f"task {self.name}: declares no stages")
 
     @classmethod
     @abstractmethod
@@ -94,6 +115,11 @@ class Task(ABC):
         """One run ready to train, built from what the params say of it (the reads its DVC
         stage lists)."""
 
+    def trial(self, spec: RunSpec, params: dict, where: Placement) -> Built:
+        """The run built without the files earlier stages write, for timing it before they
+        exist (`arithrepro estimate`); a task that makes its data in memory builds it as is."""
+        return self.build(spec, params, where)
+
     def publish(self, spec: RunSpec, built: Built, result: dict, record: dict, params: dict) -> None:
         """After train.json: the files the task's reports read, if the run writes more."""
 
@@ -101,6 +127,8 @@ class Task(ABC):
 class GridTask(Task):
     grid = True   # trained and scored as <task>.models x <task>.sizes x <task>.seeds cells
     headline = ("id_acc", "ood_acc")
+    run_keys = ("models", "sizes", "seeds")
+    train_blocks: tuple[str, ...] = ("data", "train")   # the <task> blocks its cells train on
 
     @abstractmethod
     def generate(self, params: dict, out_dir: Path, progress=None) -> str:
@@ -156,6 +184,21 @@ class GridTask(Task):
                 "data": params[self.name]["data"]}
         return Built(net.to(where.device), arch, batches, valid, cfg, read,
                      sorted(p for p in data_dir.rglob("*") if p.is_file()))
+
+    def trial(self, spec: RunSpec, params: dict, where: Placement) -> Built:
+        """The cell built on batches made in memory (`sample_batches`), its validation set the
+        validation split's size of them."""
+        import torch
+
+        arch, cfg = self.cell(params, spec.model, spec.label, spec.seed, where.precision)
+        batches = self.sample_batches(params, spec.seed, where.device)
+        rows, batch = self.valid_count(params), params[self.name]["train"]["batch_size"]
+        parts = [batches(i) for i in range(-(-min(cfg.eval_batch_size, rows) // batch))]
+        x, y, mask = (torch.cat(t) for t in zip(*parts))
+        valid = (lambda idx: (x[idx % len(x)], y[idx % len(x)], mask[idx % len(x)])), rows
+        torch.manual_seed(spec.seed)
+        net = build_model(spec.model, arch["size"], dropout=arch["dropout"], **arch["dims"])
+        return Built(net.to(where.device), arch, batches, valid, cfg, {})
 
     def generate_count(self, params: dict) -> int | None:
         """Problems generate() writes (a progress bar's total; None: unknown)."""

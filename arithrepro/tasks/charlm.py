@@ -315,6 +315,37 @@ class CharLMTask(Task):
     decodes = True
     own_models = OWN_MODELS
     needs_cost = True   # the compute table prices every model by its formula
+    title = "RNN, GRU and transformer character LMs, and what they cost"
+    run_keys = ("models", "schedules", "seeds")
+    images = ("plots/charlm/attention",)
+
+    def stages(self) -> list:
+        """The corpus; a run per model x schedule x seed; samples and attention maps of every
+        run; the compute table (each architecture's cost, timed)."""
+        from arithrepro.dvcfile import Stage, item, placeholders, ref, train_stage
+
+        run = placeholders("charlm", item("schedule"))
+        models = "charlm.models", "charlm.schedules", "charlm.seeds"
+        return [
+            Stage("charlm-corpus", "charlm-corpus", "charlm", params=["charlm.corpus"],
+                  outs=["data/charlm"]),
+            train_stage("train-charlm", run,
+                        {"model": ref("charlm.models"), "schedule": ref("charlm.schedules"),
+                         "seed": ref("charlm.seeds")},
+                        [f"charlm.architectures.{item('model')}",
+                         f"charlm.schedule.{item('schedule')}", "charlm.train", "charlm.corpus"],
+                        deps=["data/charlm"], outs=(str(run.record),)),
+            Stage("charlm-sample", "charlm-sample", "charlm",
+                  params=[*models, "charlm.architectures", "charlm.schedule", "charlm.sample",
+                          "charlm.attention"],
+                  outs=["metrics/charlm/samples.md", "plots/charlm/attention"],
+                  deps=["data/charlm", "runs/charlm"]),
+            Stage("charlm-compute", "charlm-compute", "charlm",
+                  params=["device", "charlm.architectures", "charlm.schedules", "charlm.schedule",
+                          "charlm.compute"],
+                  outs=["metrics/charlm/compute.csv", "metrics/charlm/compute.md"],
+                  deps=["data/charlm"]),
+        ]
 
     @classmethod
     def params_schema(cls) -> dict:
@@ -365,15 +396,28 @@ class CharLMTask(Task):
     def build(self, spec: RunSpec, params: dict, where: Placement) -> Built:
         data_dir = Path("data") / "charlm"
         text, vocab, _ = read_corpus(data_dir)
+        return self._built(spec, params, where, vocab.encode(text), vocab,
+                           [data_dir / "corpus.txt"])
+
+    def trial(self, spec: RunSpec, params: dict, where: Placement) -> Built:
+        """On random characters: the real corpus may be out of reach, and the vocabulary only
+        sizes the embedding and the output layer."""
+        import torch
+
+        ids = torch.randint(len(TIMING_VOCAB.chars), (params["charlm"]["corpus"]["chars"],),
+                            generator=torch.Generator().manual_seed(0))
+        return self._built(spec, params, where, ids, TIMING_VOCAB, [])
+
+    def _built(self, spec: RunSpec, params: dict, where: Placement, ids, vocab, files) -> Built:
         net, model, size, dims, data, cfg, batches, valid = setup_run(
-            spec, params, vocab.encode(text), vocab.size, where)
+            spec, params, ids, vocab.size, where)
         m = params["charlm"]
         arch = {"model": model, "size": size, "dropout": float(m["train"]["dropout"]),
                 "dims": dims, "vocab": vocab.chars}
         read = {"model": model, "size": size, "schedule": m["schedule"][spec.label],
                 "seed": spec.seed, "train": m["train"], "corpus": m["corpus"]}
         counts = {"train_chunks": len(data.train), "val_chunks": len(data.val)}
-        return Built(net, arch, batches, valid, cfg, read, [data_dir / "corpus.txt"], counts)
+        return Built(net, arch, batches, valid, cfg, read, files, counts)
 
     def publish(self, spec: RunSpec, built: Built, result: dict, record: dict, params: dict) -> None:
         """metrics/charlm/runs/<run>.json: final and best validation loss, bits per character,
@@ -405,6 +449,8 @@ class _Architectures:
 
 
 TASK = CharLMTask()
+# a vocabulary of 96 characters for timing runs before the corpus exists (CharLMTask.trial)
+TIMING_VOCAB = Vocab([chr(32 + i) for i in range(96)])
 
 
 def read_corpus(data_dir: Path):

@@ -78,6 +78,10 @@ class ExprTask(GridTask):
     pad_id = PAD
     stop_id = STOP
     headline = ("test_acc", "ood_acc")
+    title = "ReTran vs GPT vs LSTM on arithmetic expressions"
+    plots = ({"plots/expr/eval": {"x": "length", "y": "accuracy",
+                                  "x_label": "problem length (test 8-30, OOD 31-40)",
+                                  "y_label": "exact-match accuracy"}},)
 
     # --- params ---------------------------------------------------------------------------
     @classmethod

@@ -45,6 +45,10 @@ def pairs_and_targets(a, b, base: int, carry_position: bool):
 class LoopedTask(StreamTask):
     name = "looped"
     model_kind = "classifier"
+    title = "a looped vs a standard transformer on addition by length"
+    plots = ({"plots/looped/eval": {"x": "digits", "y": ["accuracy", "digit_acc"],
+                                    "x_label": "digits per operand",
+                                    "y_label": "accuracy (exact match, per digit)"}},)
 
     @classmethod
     def params_schema(cls) -> dict:

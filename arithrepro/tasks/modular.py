@@ -328,6 +328,45 @@ class ModularTask(Task):
     headline = ("val_acc",)
     headline_sizes = "^sanity$"   # the sanity study: each model at the base configuration
     own_models = OWN_MODELS
+    title = "LSTM vs GPT scaling studies on modular arithmetic"
+    run_keys = ("studies",)
+    plots = ({"plots/modular/curves": {"x": "step", "y": ["train_acc", "val_acc"],
+                                       "y_label": "accuracy on the full train and validation sets"}},
+             {"plots/modular/curves/orders": {"x": "step", "y": ["val_acc", "o2_val_acc", "o3_val_acc"],
+                                              "y_label": "validation accuracy, all orders and per order"}})
+    images = ("plots/modular/attention",)
+
+    @property
+    def record_dirs(self) -> list[str]:
+        return [f"metrics/modular/runs/{study}" for study in STUDIES]
+
+    @property
+    def tables(self) -> list[str]:
+        return ["metrics/modular.md", "metrics/modular.tex"]
+
+    def stages(self) -> list:
+        """A training stage per study: its models x the values it sweeps x its seeds, each run
+        scored on the full train and validation sets as it trains; then the attention maps of
+        the best run of modular.attention.study."""
+        from arithrepro.dvcfile import Stage, item, placeholders, ref, train_stage
+
+        out = []
+        for study in STUDIES:
+            s, keys = f"modular.studies.{study}", SWEEPS[study]
+            run = placeholders("modular", label(study, {k: item(k) for k in keys}), group=study)
+            matrix = {"model": ref(f"{s}.models"), **{k: ref(f"{s}.sweep.{k}") for k in keys},
+                      "seed": ref(f"{s}.seeds")}
+            params = ["modular.base", f"{s}.set"] + ([f"{s}.budgets"] if study == "compute" else [])
+            out.append(train_stage(f"train-modular-{study}", run, matrix, params, deps=[],
+                                   outs=(str(run.record), str(curve_path(run))),
+                                   family="train-modular"))
+        study = ref("modular.attention.study")
+        out.append(Stage("modular-attention", "modular-attention", "modular",
+                         params=["modular.base", f"modular.studies.{study}.set", "modular.attention"],
+                         outs=["plots/modular/attention"],
+                         deps=[f"metrics/modular/runs/{study}", f"runs/modular/{study}"],
+                         note="the attention maps of the best run of modular.attention.study"))
+        return out
 
     @classmethod
     def params_schema(cls) -> dict:

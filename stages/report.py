@@ -1,0 +1,33 @@
+"""report: one task's tables and figures from its run records."""
+
+from __future__ import annotations
+
+import click
+
+from arithrepro.stages.common import (TaskName, done, friendly_errors, params_option, paths,
+                                     read_records)
+
+
+@click.command("report")
+@click.option("--task", required=True, type=TaskName(), help="The task.")
+@params_option
+@friendly_errors
+def report(task: str, params_path: str) -> None:
+    """Write one task's tables and figures.
+
+    Reads the record of every run of the task the params ask for (params: the lists that name
+    its runs), and what its figures read (arithrepro/report/figures.py: plots/<task>/eval,
+    data/<task>/, ...). Writes metrics/<task>.md (modular: also metrics/modular.tex) and the
+    figures under plots/<task>/.
+    """
+    from arithrepro import config
+    from arithrepro.report.figures import FIGURES
+    from arithrepro.report.tables import summary_csv, write_task_tables
+
+    params = config.load(params_path)
+    df = read_records(params, [task])
+    written = write_task_tables(paths.metrics, task, df)
+    if task in FIGURES:
+        written += FIGURES[task].render(summary_csv(df), paths.evaluation(task), paths.data(task),
+                                        paths.plots / task)
+    done(f"report-{task}: {len(df)} runs -> " + ", ".join(str(p) for p in written))
