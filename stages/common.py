@@ -93,7 +93,7 @@ def friendly_errors(f):
     def wrapper(*args, **kwargs):
         import warnings
 
-        from arithrepro.train import NonFiniteLoss
+        from arithrepro.observers import NonFiniteLoss   # without torch: not every stage needs it
 
         # a warning is one line too (Python's default adds the source line that raised it)
         shown = warnings.formatwarning
