@@ -16,6 +16,7 @@ COMMANDS = {
     "code-deps": ("code_deps", "code_deps"),
     "report": ("report", "report"),
     "aggregate-tables": ("aggregate_tables", "aggregate_tables"),
+    "results": ("results", "results"),
     "modular-attention": ("modular_attention", "modular_attention"),
     "charlm-corpus": ("charlm_corpus", "charlm_corpus"),
     "charlm-sample": ("charlm_sample", "charlm_sample"),

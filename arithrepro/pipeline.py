@@ -62,6 +62,7 @@ def report_stage(task) -> Stage:
 
 def stages() -> list[tuple[str, list[Stage]]]:
     """(section title, its stages), in dvc.yaml's order."""
+    from arithrepro.report.figures import FIGURES
     from arithrepro.tasks.registry import TASKS
 
     out = [("code — what each stage runs", [
@@ -69,12 +70,19 @@ def stages() -> list[tuple[str, list[Stage]]]:
     for name, task in TASKS.items():
         family = grid_stages(task) if task.grid else task.stages()
         out.append((f"{name} — {task.title}", [*family, report_stage(task)]))
-    out.append(("summary — every task's records in one table, and the headline numbers", [
-        Stage("aggregate-tables", "aggregate-tables", None,
-              params=[f"{n}.{key}" for n, t in TASKS.items() for key in t.run_keys],
+    run_keys = [f"{n}.{key}" for n, t in TASKS.items() for key in t.run_keys]
+    out.append(("summary — every task's records in one table, the headline numbers, the results "
+                "page", [
+        Stage("aggregate-tables", "aggregate-tables", None, params=run_keys,
               outs=["metrics/summary.json", "metrics/summary.csv"],
               metrics=["metrics/headline.json"],
-              deps=[d for t in TASKS.values() for d in t.record_dirs])]))
+              deps=[d for t in TASKS.values() for d in t.record_dirs]),
+        # git-tracked, so that a web view of the repository shows the results
+        Stage("results", "results", None, params=["profile", *run_keys],
+              outs=[{path: {"cache": False}} for path in
+                    ("docs/results.md", "docs/results.json", "docs/results")],
+              deps=[*(d for t in TASKS.values() for d in t.record_dirs),
+                    *(f for f in FIGURES.values() for f in f.shown)])]))
     return out
 
 
@@ -134,7 +142,8 @@ def producer(path: str | Path) -> str | None:
     path = Path(path).as_posix()
     for _, family in stages():
         for s in family:
-            for out in s.outs + s.metrics + [next(iter(p)) for p in s.plots if isinstance(p, dict)]:
+            for out in [o if isinstance(o, str) else next(iter(o))
+                        for o in s.outs + s.metrics + s.plots]:
                 hit = _match(out, path)
                 if hit is not None:
                     return f"{s.name}@" + "-".join(hit[a] for a in s.matrix) if s.matrix else s.name

@@ -4,6 +4,7 @@ the same clone. (The queued-grid recipe has its own clone: tests/test_queue.py.)
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -168,6 +169,25 @@ def test_every_figure_is_a_png(first_run):
         "charlm/attention/transformer-8-s16-0.png"]
     for name in pngs:
         assert (first_run.saved / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def test_the_results_page_and_the_readmes_block(first_run, tmp_path):
+    gpu = first_run.saved / "gpu"
+    page = (gpu / "docs" / "results.md").read_text()
+    assert "profile **smoke**" in page and "29 runs" in page
+    assert all(f"## {task}\n" in page for task in ("expr", "abacus", "looped", "modular", "charlm"))
+    shown = re.findall(r"\]\(results/([^)]+)\)", page)
+    assert len(shown) == 7, shown
+    for name in shown:
+        assert (gpu / "docs" / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    data = json.loads((gpu / "docs" / "results.json").read_text())
+    assert data["runs"] == 29 and len(data["origin"]["commit"]) == 1
+    (tmp_path / "docs").mkdir()
+    shutil.copy(gpu / "docs" / "results.json", tmp_path / "docs")
+    shutil.copy(gpu / "README.md", tmp_path)
+    sh(["arithrepro", "results", "--readme"], tmp_path)
+    block = (tmp_path / "README.md").read_text().split("## Results", 1)[1].split("\n## ", 1)[0]
+    assert "| expr | gpt small: test_acc" in block and "profile **smoke**" in block
 
 
 def test_every_plot_renders(first_run):

@@ -3,7 +3,8 @@
 
 A renderer takes (the task's rows in the form of metrics/summary.csv, plots/<task>/eval,
 data/<task>, plots/<task>) and returns the paths it wrote. report-<task> runs it; dvc.yaml's
-outputs and plots come from `writes` (arithrepro/pipeline.py).
+outputs and plots come from `writes` (arithrepro/pipeline.py); `shown`, some of the files it
+writes, are the ones the results page (docs/results.md) shows first.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class Figures:
     render: Callable
     reads: tuple[str, ...]
     writes: tuple[str, ...]
+    shown: tuple[str, ...] = ()
 
 
 def _modular(*studies: str) -> tuple[str, ...]:
@@ -31,16 +33,21 @@ def _modular(*studies: str) -> tuple[str, ...]:
 FIGURES = {
     "expr": Figures(render_expr, ("plots/expr/eval", "data/expr/lengths.csv"),
                     tuple(f"plots/expr/{n}.png" for n in ("accuracy_vs_params", "accuracy_vs_length",
-                                                          "val_loss_vs_params", "length_distribution"))),
+                                                          "val_loss_vs_params", "length_distribution")),
+                    ("plots/expr/accuracy_vs_params.png", "plots/expr/accuracy_vs_length.png")),
     "abacus": Figures(render_abacus, ("plots/abacus/eval", "data/abacus/meta.json"),
-                      ("plots/abacus/heatmaps", "plots/abacus/ood_vs_recurrences.png")),
+                      ("plots/abacus/heatmaps", "plots/abacus/ood_vs_recurrences.png"),
+                      ("plots/abacus/ood_vs_recurrences.png",)),
     "looped": Figures(render_looped, ("plots/looped/eval", "data/looped/meta.json"),
+                      ("plots/looped/accuracy_vs_digits.png",),
                       ("plots/looped/accuracy_vs_digits.png",)),
     "modular": Figures(render_modular,
                        tuple(f"plots/modular/curves/{s}" for s in
                              ("sanity", "data", "orders", "size", "compute", "regularization")),
                        _modular("sanity_curves", "data_curves", "data_metrics", "orders_curves",
                                 "size_curves", "size_metrics", "compute_curves", "compute_metrics",
-                                "compute_budgets", "regularization_curves", "regularization_metrics")),
-    "charlm": Figures(render_charlm, ("runs/charlm",), ("plots/charlm/loss_curves.png",)),
+                                "compute_budgets", "regularization_curves", "regularization_metrics"),
+                       _modular("sanity_curves", "data_metrics")),
+    "charlm": Figures(render_charlm, ("runs/charlm",), ("plots/charlm/loss_curves.png",),
+                      ("plots/charlm/loss_curves.png",)),
 }

@@ -171,7 +171,7 @@ def headline_json(df: pd.DataFrame, headline: dict) -> dict:
         rows = df[df["task"] == task]
         if sizes:
             rows = rows[[re.search(sizes, size) is not None for size in rows["size"]]]
-        for (model, size), cell in _cells(rows):
+        for (model, size), cell in cells(rows):
             entry = {}
             for m in metrics:
                 values = [float(v) for v in cell[m].dropna()] if m in cell else []
@@ -222,13 +222,13 @@ def markdown_table(df: pd.DataFrame, task: str, metrics: list[str]) -> str:
     if unknown:
         raise ValueError(f"task {task!r}: no metric {', '.join(unknown)} in the run records")
     header = ["model", "size", "params", "seeds", *metrics]
-    body = [_table_row(cell, metrics) for _, cell in _cells(rows)]
+    body = [_table_row(cell, metrics) for _, cell in cells(rows)]
     note = ("Mean ± sample standard deviation (n − 1) over seeds; "
             "a cell with a single seed shows its value alone.")
     return f"### {task}\n\n{note}\n\n{_render(header, body)}\n"
 
 
-def _cells(rows: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
+def cells(rows: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
     """The (model, size) groups, ordered by model and then by parameter count."""
     rank = {size: i for i, size in enumerate(size_order(rows))}
 
@@ -252,11 +252,14 @@ def format_stat(metric: str, values: list[float]) -> str:
     """'mean ± std unit' of a metric over seeds, formatted as its name's suffix says."""
     if not values:
         return "–"
+    return format_mean(metric, statistics.fmean(values),
+                       statistics.stdev(values) if len(values) > 1 else None)
+
+
+def format_mean(metric: str, mean: float, std: float | None) -> str:
+    """'mean ± std unit' (std None: the mean alone), formatted as the metric's name says."""
     fmt, unit = _formatter(metric)
-    text = fmt(statistics.fmean(values))
-    if len(values) > 1:
-        text += f" ± {fmt(statistics.stdev(values))}"
-    return text + unit
+    return fmt(mean) + (f" ± {fmt(std)}" if std is not None else "") + unit
 
 
 def is_accuracy(metric: str) -> bool:
@@ -311,10 +314,10 @@ def by_suffix_table(rows: pd.DataFrame, prefix: str, label: str, title: str, not
     names = [m for m in metric_names(rows) if m.startswith(prefix) and m[len(prefix):].isdigit()
              and rows[m].notna().any()]
     names.sort(key=lambda m: int(m[len(prefix):]))
-    cells = _cells(rows)
-    header = [label] + [f"{model} {size}" for (model, size), _ in cells]
+    groups = cells(rows)
+    header = [label] + [f"{model} {size}" for (model, size), _ in groups]
     body = [[m[len(prefix):]] + [format_stat(m, [float(v) for v in group[m].dropna()])
-                                 for _, group in cells] for m in names]
+                                 for _, group in groups] for m in names]
     note = f"{note}\n\n" if note else ""
     return f"### {title}\n\n{note}{_render(header, body)}\n"
 

@@ -1,0 +1,139 @@
+"""The results page: docs/results.md, docs/results.json and small copies of the figures a reader
+looks at first (docs/results/), written from the run records by the `results` stage, and the
+README's results block, rendered from docs/results.json (`arithrepro results --readme`).
+
+Every number on the page and in the block comes from the records: each task's headline metrics
+per model and size (mean ± sample std over seeds, and n), where the runs ran (commit, CPU and its
+vector unit, threads, torch) and the training and evaluation time they report.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+from arithrepro.report.tables import cells, format_mean
+
+README_START = "<!-- results: written by `arithrepro results --readme` from docs/results.json; edit nothing here -->"
+README_END = "<!-- /results -->"
+THUMBNAIL_WIDTH = 900   # pixels: a figure as a repository's web view shows it
+
+
+def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str) -> dict:
+    """docs/results.json: {profile, runs, origin: {...}, seconds: {...}, tasks: {task: {metrics,
+    cells: [{model, size, n, <metric>: {mean, std}}]}}}. `df`: one row per run (report/tables'
+    collect_runs); `headline`: {task: (metrics, sizes pattern)}; `origins`: each record's
+    training provenance."""
+    import re
+
+    tasks = {}
+    for task, (metrics, sizes) in headline.items():
+        rows = df[df["task"] == task]
+        if sizes:
+            rows = rows[[re.search(sizes, s) is not None for s in rows["size"]]]
+        out = []
+        for (model, size), cell in cells(rows):
+            entry = {"model": model, "size": size, "n": int(len(cell))}
+            for m in metrics:
+                values = [float(v) for v in cell[m].dropna()] if m in cell else []
+                if values:
+                    entry[m] = {"mean": statistics.fmean(values),
+                                "std": statistics.stdev(values) if len(values) > 1 else None}
+            out.append(entry)
+        tasks[task] = {"metrics": list(metrics), "cells": out}
+    return {"profile": profile, "runs": int(len(df)), "origin": _origin(origins),
+            "seconds": {k: float(df[k].sum()) for k in ("train_seconds", "eval_seconds")
+                        if k in df},
+            "tasks": tasks}
+
+
+def _origin(origins: list[dict]) -> dict:
+    """Where the runs ran: each field's values over the records (one, if all agree)."""
+    fields = {"commit": lambda o: o.get("commit"), "dirty": lambda o: o.get("dirty"),
+              "cpu": lambda o: o.get("gpu") or o.get("cpu"),
+              "cpu_capability": lambda o: o.get("cpu_capability"),
+              "threads": lambda o: o.get("threads"),
+              "torch": lambda o: (o.get("versions") or {}).get("torch"),
+              "python": lambda o: o.get("python")}
+    return {name: sorted({get(o) for o in origins}, key=str) for name, get in fields.items()}
+
+
+def _stat(metric: str, stat: dict | None) -> str:
+    return format_mean(metric, stat["mean"], stat["std"]) if stat else "–"
+
+
+def _where(data: dict) -> str:
+    o = data["origin"]
+    commits = ", ".join(str(c)[:7] for c in o["commit"]) + (" (with uncommitted changes)"
+                                                           if True in o["dirty"] else "")
+    join = lambda k: " / ".join(str(v) for v in o[k])
+    return (f"profile **{data['profile']}**, {data['runs']} runs, commit {commits}, on "
+            f"{join('cpu')} ({join('cpu_capability')}), {join('threads')} threads, "
+            f"torch {join('torch')}, Python {join('python')}")
+
+
+def page(data: dict, figures: dict) -> str:
+    """docs/results.md; `figures`: {task: [the copies' names under docs/results/]}."""
+    s = data["seconds"]
+    lines = ["# Results", "",
+             "Written by the pipeline's `results` stage from the run records; edit nothing here.",
+             "", f"From {_where(data)}. The runs report {_minutes(s.get('train_seconds', 0))} of "
+             f"training and {_minutes(s.get('eval_seconds', 0))} of evaluation in all.", "",
+             "Each cell: mean ± sample standard deviation (n − 1) over its n seeds; one seed "
+             "shows its value alone. What each metric means, and the sources' own numbers: the "
+             "task's page.", ""]
+    for task, t in data["tasks"].items():
+        lines += [f"## {task}", "", f"[docs/{task}.md]({task}.md)", ""]
+        header = ["model", "size", "n", *t["metrics"]]
+        lines += ["| " + " | ".join(header) + " |",
+                  "|" + "|".join(["---", "---"] + ["---:"] * (len(header) - 2)) + "|"]
+        for c in t["cells"]:
+            lines.append("| " + " | ".join([c["model"], c["size"], str(c["n"]),
+                                            *(_stat(m, c.get(m)) for m in t["metrics"])]) + " |")
+        lines.append("")
+        for name in figures.get(task, []):
+            lines += [f"![{task}: {Path(name).stem}](results/{name})", ""]
+    return "\n".join(lines)
+
+
+def readme_block(data: dict) -> str:
+    """The README's results section body: one row per task, its headline metrics per cell."""
+    rows = ["| experiment | headline metrics: mean ± std over seeds (n) | detail |",
+            "|---|---|---|"]
+    for task, t in data["tasks"].items():
+        parts = []
+        for c in t["cells"]:
+            values = ", ".join(f"{m} {_stat(m, c.get(m))}" for m in t["metrics"])
+            parts.append(f"{c['model']} {c['size']}: {values} ({c['n']})")
+        rows.append(f"| {task} | " + "; ".join(parts) + f" | [docs/{task}.md](docs/{task}.md) |")
+    return "\n".join([README_START, "", f"From {_where(data)}; all of it on "
+                      "[docs/results.md](docs/results.md).", "", *rows, "", README_END])
+
+
+def with_block(readme: str, block: str) -> str:
+    """README.md with its results block replaced (ValueError if it has none)."""
+    start, end = readme.find(README_START), readme.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(f"README.md: no results block ({README_START} ... {README_END})")
+    return readme[:start] + block + readme[end + len(README_END):]
+
+
+def thumbnail(src: Path, dst: Path, width: int = THUMBNAIL_WIDTH) -> Path:
+    """A copy of the PNG at src no wider than `width` pixels, written atomically."""
+    from PIL import Image
+
+    from arithrepro.io import atomic_path
+
+    with Image.open(src) as image:
+        if image.width > width:
+            image = image.resize((width, round(image.height * width / image.width)),
+                                 Image.LANCZOS)
+        with atomic_path(dst) as tmp:
+            image.save(tmp, format="PNG", optimize=True)
+    return dst
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"

@@ -1,0 +1,60 @@
+"""results: the results page (docs/results.md, docs/results.json, docs/results/*.png) from every
+task's run records, and, with --readme, README.md's results block from docs/results.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from arithrepro.stages.common import done, friendly_errors, params_option, read_records
+
+DOCS = Path("docs")
+
+
+@click.command("results")
+@params_option
+@click.option("--readme", is_flag=True,
+              help="Only rewrite README.md's results block from docs/results.json (not a stage).")
+@friendly_errors
+def results(params_path: str, readme: bool) -> None:
+    """Write the results page.
+
+    Reads the record of every run the params ask for (params: each task's lists that name its
+    runs, and `profile`), their training provenance, and the figures each task shows first
+    (report/figures.py: `shown`). Writes docs/results.md, docs/results.json and small copies of
+    those figures in docs/results/, git-tracked (DVC does not cache them). With --readme, reads
+    docs/results.json and rewrites README.md's results block, nothing else.
+    """
+    from arithrepro.io import read_json, write_json, write_text
+    from arithrepro.report.results import collect, page, readme_block, thumbnail, with_block
+
+    if readme:
+        data = read_json(DOCS / "results.json", ("profile", "runs", "origin", "tasks"))
+        write_text("README.md", with_block(Path("README.md").read_text(), readme_block(data)))
+        done("results: README.md's results block <- docs/results.json")
+        return
+    import shutil
+
+    from arithrepro import config
+    from arithrepro.report.figures import FIGURES
+    from arithrepro.tasks.registry import TASKS
+
+    params = config.load(params_path)
+    df = read_records(params, list(TASKS))
+    origins = [(read_json(spec.record).get("provenance") or {}).get("train", {})
+               for t in TASKS.values() for spec in t.runs(params)]
+    data = collect(df, {n: (t.headline, t.headline_sizes) for n, t in TASKS.items()}, origins,
+                   params["profile"])
+    shutil.rmtree(DOCS / "results", ignore_errors=True)   # figures of tasks no longer shown go
+    figures = {}
+    for name in TASKS:
+        for src in FIGURES[name].shown if name in FIGURES else ():
+            src = Path(src)
+            if not src.is_file():
+                raise FileNotFoundError(f"{src}: missing; run `dvc repro report-{name}`")
+            figures.setdefault(name, []).append(thumbnail(src, DOCS / "results" / f"{name}_{src.name}").name)
+    write_json(DOCS / "results.json", data)
+    write_text(DOCS / "results.md", page(data, figures))
+    done(f"results: {data['runs']} runs -> {DOCS}/results.md, results.json, "
+         f"{sum(map(len, figures.values()))} figures in {DOCS}/results/")

@@ -1,0 +1,85 @@
+"""The results page and the README's block: every number comes from the run records."""
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from arithrepro.report import results, tables
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _records():
+    origin = {"commit": "0123456789abcdef", "dirty": False, "cpu": "Some CPU", "threads": 2,
+              "cpu_capability": "AVX512", "versions": {"torch": "2.13.0"}, "python": "3.11.7"}
+    rows = [{"task": "expr", "model": m, "size": "small", "seed": s, "params": p,
+             "test_acc": acc + s / 100, "ood_acc": 0.1, "train_seconds": 30.0, "eval_seconds": 3.0}
+            for m, p, acc in (("gpt", 100, 0.5), ("lstm", 90, 0.25)) for s in (0, 1, 2)]
+    rows.append({"task": "charlm", "model": "rnn", "size": "s20", "seed": 0, "params": 10,
+                 "final_bpc": 2.5, "train_seconds": 60.0})
+    return rows, [origin] * len(rows)
+
+
+@pytest.fixture
+def data():
+    rows, origins = _records()
+    df = tables._frame(rows)
+    return results.collect(df, {"expr": (("test_acc", "ood_acc"), ""),
+                                "charlm": (("final_bpc",), "")}, origins, "cpu")
+
+
+def test_each_cell_is_its_seeds_mean_and_sample_std(data):
+    gpt = data["tasks"]["expr"]["cells"][0]
+    assert (gpt["model"], gpt["n"]) == ("gpt", 3)
+    assert gpt["test_acc"]["mean"] == pytest.approx(0.51)
+    assert gpt["test_acc"]["std"] == pytest.approx(0.01)
+    rnn = data["tasks"]["charlm"]["cells"][0]
+    assert rnn["n"] == 1 and rnn["final_bpc"] == {"mean": 2.5, "std": None}
+    assert data["runs"] == 7 and data["seconds"]["train_seconds"] == 240.0
+    assert data["origin"]["cpu_capability"] == ["AVX512"] and data["origin"]["torch"] == ["2.13.0"]
+
+
+def test_the_page_and_the_block_show_what_was_collected(data):
+    page = results.page(data, {"expr": ["expr_accuracy_vs_params.png"]})
+    assert "| gpt | small | 3 | 51.0 ± 1.0 % | 10.0 ± 0.0 % |" in page
+    assert "![expr: expr_accuracy_vs_params](results/expr_accuracy_vs_params.png)" in page
+    assert "commit 0123456, on Some CPU (AVX512), 2 threads, torch 2.13.0" in page
+    block = results.readme_block(data)
+    assert block.startswith(results.README_START) and block.endswith(results.README_END)
+    assert "gpt small: test_acc 51.0 ± 1.0 %, ood_acc 10.0 ± 0.0 % (3)" in block
+    # JSON round trip: the README block is rendered from docs/results.json
+    assert results.readme_block(json.loads(json.dumps(data))) == block
+
+
+def test_a_readme_without_its_block_is_one_clear_error():
+    with pytest.raises(ValueError, match="no results block"):
+        results.with_block("# title\n", "x")
+    text = f"a\n{results.README_START}\nold\n{results.README_END}\nb\n"
+    assert results.with_block(text, "new") == "a\nnew\nb\n"
+
+
+def test_a_figure_copy_is_no_wider_than_the_page(tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (2000, 1000), "white").save(tmp_path / "big.png")
+    out = results.thumbnail(tmp_path / "big.png", tmp_path / "small" / "big.png")
+    with Image.open(out) as image:
+        assert image.size == (results.THUMBNAIL_WIDTH, results.THUMBNAIL_WIDTH // 2)
+    assert sorted(p.name for p in (tmp_path / "small").iterdir()) == ["big.png"]
+
+
+def test_the_readmes_results_are_the_generated_ones():
+    """No number in the README's results section that the results stage did not write."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Results", 1)[1].split("\n## ", 1)[0]
+    start, end = section.index(results.README_START), section.index(results.README_END)
+    outside = section[:start] + section[end:]
+    assert not re.search(r"\d", outside), "a number typed by hand in the README's results"
+    generated = ROOT / "docs" / "results.json"
+    if generated.is_file():
+        block = section[start:end + len(results.README_END)]
+        assert block == results.readme_block(json.loads(generated.read_text())), \
+            "run `arithrepro results --readme`"
