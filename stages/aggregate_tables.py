@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import done, friendly_errors, params_option, paths, read_records
+from arithrepro.stages.common import done, friendly_errors, params_option, paths
 
 
 @click.command("aggregate-tables")
@@ -21,11 +21,11 @@ def aggregate_tables(params_path: str) -> None:
     run). Each task's own tables and figures are its report stage's (arithrepro report).
     """
     from arithrepro import config
-    from arithrepro.report.tables import describe, write_summary
+    from arithrepro.report.tables import describe, wanted_runs, write_summary
     from arithrepro.tasks.registry import TASKS
 
     params = config.load(params_path)
-    df = read_records(params, list(TASKS))
+    df = wanted_runs(params, list(TASKS))
     headline = {name: (t.headline, t.headline_sizes) for name, t in TASKS.items()}
     written = write_summary(paths.metrics, df, headline)
     done(f"aggregate-tables: {describe(df, list(TASKS), written)}")

@@ -133,25 +133,6 @@ def rebuild_command(path) -> str | None:
     return f"dvc repro -f -s {stage}" if stage else None
 
 
-def read_records(params: dict, tasks: list[str]):
-    """The records of the runs the params ask for, one row each (report/tables.collect_runs);
-    a missing one is named with the stage that writes it."""
-    from arithrepro.report.tables import collect_runs
-    from arithrepro.tasks.registry import TASKS
-
-    wanted = {name: [spec.record for spec in TASKS[name].runs(params)] for name in tasks}
-    try:
-        return collect_runs(paths.metrics, tasks, wanted)
-    except FileNotFoundError as err:
-        if err.filename is None:
-            raise
-        from arithrepro.pipeline import producer
-
-        stage = producer(err.filename)
-        command = f"dvc repro {stage}" if stage else "dvc repro"
-        raise FileNotFoundError(f"{err.filename}: missing; run `{command}`") from None
-
-
 def done(message: str) -> None:
     """The one-line summary every stage ends with."""
     click.echo(message, err=True)

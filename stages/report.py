@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import (TaskName, done, friendly_errors, params_option, paths,
-                                     read_records)
+from arithrepro.stages.common import TaskName, done, friendly_errors, params_option, paths
 
 
 @click.command("report")
@@ -22,10 +21,10 @@ def report(task: str, params_path: str) -> None:
     """
     from arithrepro import config
     from arithrepro.report.figures import FIGURES
-    from arithrepro.report.tables import summary_csv, write_task_tables
+    from arithrepro.report.tables import summary_csv, wanted_runs, write_task_tables
 
     params = config.load(params_path)
-    df = read_records(params, [task])
+    df = wanted_runs(params, [task])
     written = write_task_tables(paths.metrics, task, df)
     if task in FIGURES:
         written += FIGURES[task].render(summary_csv(df), paths.evaluation(task), paths.data(task),

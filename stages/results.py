@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from arithrepro.stages.common import done, friendly_errors, params_option, read_records
+from arithrepro.stages.common import done, friendly_errors, params_option
 
 DOCS = Path("docs")
 
@@ -38,10 +38,11 @@ def results(params_path: str, readme: bool) -> None:
 
     from arithrepro import config
     from arithrepro.report.figures import FIGURES
+    from arithrepro.report.tables import wanted_runs
     from arithrepro.tasks.registry import TASKS
 
     params = config.load(params_path)
-    df = read_records(params, list(TASKS))
+    df = wanted_runs(params, list(TASKS))
     origins = [(read_json(spec.record).get("provenance") or {}).get("train", {})
                for t in TASKS.values() for spec in t.runs(params)]
     data = collect(df, {n: (t.headline, t.headline_sizes) for n, t in TASKS.items()}, origins,

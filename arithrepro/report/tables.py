@@ -54,6 +54,24 @@ def collect_runs(metrics_dir: Path, tasks: list[str], wanted: dict | None = None
     return _frame(records)
 
 
+def wanted_runs(params: dict, tasks: list[str]) -> pd.DataFrame:
+    """collect_runs over the records of the runs the params ask for (`Task.runs`), relative to
+    the working directory; a missing one is named with the DVC stage that writes it."""
+    from arithrepro.tasks.registry import TASKS
+
+    wanted = {name: [spec.record for spec in TASKS[name].runs(params)] for name in tasks}
+    try:
+        return collect_runs(Path("metrics"), tasks, wanted)
+    except FileNotFoundError as err:
+        if err.filename is None:
+            raise
+        from arithrepro.pipeline import producer
+
+        stage = producer(err.filename)
+        command = f"dvc repro {stage}" if stage else "dvc repro"
+        raise FileNotFoundError(f"{err.filename}: missing; run `{command}`") from None
+
+
 def _read_record(path: Path, task: str) -> dict:
     try:
         record = json.loads(path.read_text())
