@@ -24,12 +24,6 @@ class paths:
         return Path("runs") / task / cell
 
     @staticmethod
-    def live(task: str, cell: str) -> Path:
-        """A grid cell's training series (dvclive's folder: metrics.json, params.yaml,
-        plots/metrics/{train,val}/*.tsv)."""
-        return Path("runs") / task / cell / "live"
-
-    @staticmethod
     def evaluation(task: str, cell: str | None = None) -> Path:
         """Per-cell evaluation rows: by length (expr, looped), by operand digits (abacus)."""
         d = Path("plots") / task / "eval"

@@ -170,19 +170,17 @@ class GridTask(Task):
                 for model in p["models"] for size in p["sizes"] for seed in p["seeds"]]
 
     def build(self, spec: RunSpec, params: dict, where: Placement) -> Built:
-        import torch
         from dataclasses import asdict
 
         data_dir = Path("data") / self.name
         arch, cfg = self.cell(params, spec.model, spec.label, spec.seed, where.precision)
         batches = self.train_batches(params, data_dir, spec.seed, where.device)
         valid = self.valid_set(params, data_dir, where.device)
-        torch.manual_seed(spec.seed)
-        net = build_model(spec.model, arch["size"], dropout=arch["dropout"], **arch["dims"])
+        net = self._net(spec, arch, where)
         # the model, the loop, its budget (batch size, epochs or steps) and the data
         read = {"arch": arch, "loop": asdict(cfg), "budget": params[self.name]["train"],
                 "data": params[self.name]["data"]}
-        return Built(net.to(where.device), arch, batches, valid, cfg, read,
+        return Built(net, arch, batches, valid, cfg, read,
                      sorted(p for p in data_dir.rglob("*") if p.is_file()))
 
     def trial(self, spec: RunSpec, params: dict, where: Placement) -> Built:
@@ -196,9 +194,16 @@ class GridTask(Task):
         parts = [batches(i) for i in range(-(-min(cfg.eval_batch_size, rows) // batch))]
         x, y, mask = (torch.cat(t) for t in zip(*parts))
         valid = (lambda idx: (x[idx % len(x)], y[idx % len(x)], mask[idx % len(x)])), rows
+        return Built(self._net(spec, arch, where), arch, batches, valid, cfg, {})
+
+    @staticmethod
+    def _net(spec: RunSpec, arch: dict, where: Placement):
+        """The cell's model, initialized from its seed, on its device."""
+        import torch
+
         torch.manual_seed(spec.seed)
         net = build_model(spec.model, arch["size"], dropout=arch["dropout"], **arch["dims"])
-        return Built(net.to(where.device), arch, batches, valid, cfg, {})
+        return net.to(where.device)
 
     def generate_count(self, params: dict) -> int | None:
         """Problems generate() writes (a progress bar's total; None: unknown)."""
