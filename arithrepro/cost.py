@@ -2,13 +2,16 @@
 torch counts, and measured time (the charlm compute table, docs/charlm.md).
 
 Formulas (L layers of width D; per sequence of T tokens):
-- recurrent: 4·g·T·L·D² to generate and 8·g·T·L·D² to train, T·L sequential matmuls, where g
-  counts the matrices a cell multiplies its state by (Elman 1; GRU 3, one per gate: the source's
-  RNN formula states g = 1);
-- transformer: 24·L·T·D² + 4·L·T²·D per forward pass; generating T tokens with a key/value
-  cache does the same projections one token at a time (6·L sequential matmuls per token),
-  training runs one pass forward and two backward (3x the forward, 6·L sequential matmuls per
-  pass).
+- recurrent: 4·g·T·L·D² to generate and 8·g·T·L·D² to train, where g counts the matrices a
+  cell multiplies its state by (Elman 1; GRU 3, one per gate: the source's RNN formula states
+  g = 1); T·L sequential matmuls to generate and 2·T·L to train (the source's: backpropagation
+  through time is as sequential as the forward pass);
+- transformer: 24·L·T·D² + 4·L·T²·D per forward pass, 6·L sequential matmuls per forward pass
+  and 6·L per backward pass (the source's), so 12·L to train on T tokens, whose backward costs
+  twice the forward's FLOPs (3x the forward in all). Generating T tokens with a key/value cache
+  does the same projections one token at a time: T passes of 6·L sequential matmuls, 6·L·T
+  (the source answered 6·L, one pass, for generating T tokens; each token needs the one
+  before it, so the passes do not overlap).
 The formulas leave out the embedding and the head (2·V·D per token), a narrow first recurrent
 layer and the elementwise work; the counted column includes the head and shows the difference.
 Measured time is at batch 1, so it shows the latency of the sequential chain that the FLOP
@@ -34,11 +37,12 @@ def formulas(spec, size: dict, T: int) -> dict:
     if spec.cost == "recurrent":
         g = spec.gates
         return {"formula_gen_flops": 4 * g * T * L * D * D, "formula_train_flops": 8 * g * T * L * D * D,
-                "seq_matmuls_gen": T * L, "seq_matmuls_train": T * L,
+                "seq_matmuls_gen": T * L, "seq_matmuls_train": 2 * T * L,
                 "formula": "source" if g == 1 else f"ours (source's RNN, g = {g})"}
     forward = 24 * L * T * D * D + 4 * L * T * T * D
+    # generating: T cached passes (the source: 6·L); training: one pass forward, one backward
     return {"formula_gen_flops": forward, "formula_train_flops": 3 * forward,
-            "seq_matmuls_gen": 6 * L * T, "seq_matmuls_train": 6 * L, "formula": "source"}
+            "seq_matmuls_gen": 6 * L * T, "seq_matmuls_train": 6 * L + 6 * L, "formula": "source"}
 
 
 def _flop_counter():

@@ -1,5 +1,5 @@
 """Decoding, the one evaluation path: batched greedy decoding with caches (each task scores what
-it decodes), and sampling from the softmax, for the language models.
+it decodes), and sampling from the softmax (or greedily), for the language models.
 
 Samples in a batch have prompts of different lengths. Every sample's tokens stay contiguous from
 position 0 (no padding inside a prompt): the shortest prompt is prefilled in one call, then the
@@ -78,8 +78,10 @@ def accuracy_by(correct: torch.Tensor, groups: torch.Tensor) -> list[dict]:
 
 @torch.no_grad()
 def sample(model, prompt: torch.Tensor, n: int, temperature: float, generator: torch.Generator,
-           context: int | None = None) -> torch.Tensor:
-    """n tokens drawn one at a time from softmax(logits / temperature) after `prompt` (1-D).
+           context: int | None = None, greedy: bool = False) -> torch.Tensor:
+    """n tokens generated one at a time after `prompt` (1-D): each drawn from
+    softmax(logits / temperature) with `generator` (torch.multinomial), or, greedy, the argmax
+    of the logits (temperature and generator unused).
 
     context: the model's block size (learned positions). The cache serves while the text fits
     in it; after that each step re-reads the last `context` tokens, as nanoGPT does. None: a
@@ -94,8 +96,11 @@ def sample(model, prompt: torch.Tensor, n: int, temperature: float, generator: t
     pos = x.numel()
     out = []
     for i in range(n):
-        probs = torch.softmax(logits[0, -1].float().cpu() / temperature, dim=-1)
-        token = int(torch.multinomial(probs, 1, generator=generator))
+        if greedy:
+            token = int(logits[0, -1].argmax())
+        else:
+            probs = torch.softmax(logits[0, -1].float().cpu() / temperature, dim=-1)
+            token = int(torch.multinomial(probs, 1, generator=generator))
         out.append(token)
         ids.append(token)
         if i == n - 1:

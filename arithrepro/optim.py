@@ -6,6 +6,10 @@ for every parameter (two host syncs per parameter per step on a GPU). ForeachLam
 with the same hyper-parameters, state layout (so checkpoints load either way) and maths, written
 with torch._foreach_* ops and the trust ratios kept on the device: the same updates to float
 rounding (tests compare the two over several steps).
+
+`blocks` maps a parameter to the number of equal row blocks it holds (an LSTM's four gates in
+one matrix): LAMB then treats each block as the separate tensor the source has, with its own
+norms and trust ratio. The blocks are views, so the state layout does not change.
 """
 
 from __future__ import annotations
@@ -17,6 +21,18 @@ import torch_optimizer
 
 
 class ForeachLamb(torch_optimizer.Lamb):
+    def __init__(self, params, *args, blocks: dict | None = None, **kwargs):
+        super().__init__(params, *args, **kwargs)
+        self.blocks = {id(p): k for p, k in (blocks or {}).items()}
+
+    def _split(self, tensors: list, params: list) -> list:
+        """Each tensor, or its blocks as views when its parameter holds several."""
+        out = []
+        for t, p in zip(tensors, params):
+            k = self.blocks.get(id(p), 1)
+            out.extend([t] if k == 1 else t.reshape(k, -1).unbind(0))  # views: contiguous
+        return out
+
     @torch.no_grad()
     def step(self, closure=None):
         loss = None
@@ -37,8 +53,12 @@ class ForeachLamb(torch_optimizer.Lamb):
                     st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 st["step"] += 1
-            exp_avg = [st["exp_avg"] for st in states]
-            exp_avg_sq = [st["exp_avg_sq"] for st in states]
+            owners = params
+            exp_avg = self._split([st["exp_avg"] for st in states], owners)
+            exp_avg_sq = self._split([st["exp_avg_sq"] for st in states], owners)
+            grads = self._split(grads, owners)
+            states = [st for st, p in zip(states, owners) for _ in range(self.blocks.get(id(p), 1))]
+            params = self._split(params, owners)
             beta1, beta2 = group["betas"]
             torch._foreach_mul_(exp_avg, beta1)
             torch._foreach_add_(exp_avg, grads, alpha=1 - beta1)

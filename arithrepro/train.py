@@ -56,9 +56,11 @@ class TrainConfig:
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> float:
-    """Linear warm-up from 0 over `warmup` steps, then linear decay to 0 at `total` or constant."""
+    """Linear warm-up from 0 over `warmup` steps, then linear decay to 0 at `total` or constant.
+    As in the expr source's scheduler: the factor at step s < warmup is s / warmup, so the first
+    step runs at rate 0 (the optimizer's moments still take its gradient)."""
     if step < warmup:
-        return (step + 1) / warmup
+        return step / warmup
     if schedule == "constant":
         return 1.0
     return max(0.0, (total - step) / max(1, total - warmup))
@@ -126,7 +128,10 @@ def make_optimizer(model, cfg: TrainConfig):
     if cfg.optimizer == "lamb":  # torch-optimizer's Lamb, stepped over all parameters at once
         from arithrepro.optim import ForeachLamb
 
-        return ForeachLamb(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        blocks = {p: k for m in model.modules() if hasattr(m, "lamb_blocks")
+                  for p, k in m.lamb_blocks().items()}
+        return ForeachLamb(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
+                           blocks=blocks)
     if cfg.optimizer == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, cfg.beta2),
                                  weight_decay=cfg.weight_decay)
@@ -207,7 +212,7 @@ class Parts:
 
     @classmethod
     def of(cls, model, cfg: TrainConfig, total: int, world: int, spec=None) -> "Parts":
-        warmup = max(1, round(cfg.warmup_frac * total))
+        warmup = int(cfg.warmup_frac * total)  # floored, as the source's steps // 10
         opt = make_optimizer(model, cfg)
         device = next(model.parameters()).device
         runner = model  # it shares the model's parameters

@@ -12,7 +12,9 @@ from arithrepro.stages.common import done, friendly_errors, params_option, paths
 @friendly_errors
 def charlm_compute(params_path: str) -> None:
     """The compute table: FLOPs and sequential matmuls to generate and to train on T tokens,
-    by the source's formulas and as counted, beside measured seconds per token.
+    by the source's formulas and as counted, beside measured seconds per token (the formulas
+    and the one count that is not the source's answer, a transformer generating T tokens in T
+    cached passes: arithrepro/cost.py).
 
     Reads params: device, charlm.{architectures,schedules,schedule,compute} (every
     architecture at T = each seq_length of the schedules that train) and data/charlm/meta.json (the vocabulary size). Models are built

@@ -17,7 +17,8 @@ def modular_attention(params_path: str) -> None:
     metrics/modular/runs/<study>/ (to pick the run of `model` with the best validation accuracy,
     then the lowest validation loss) and runs/modular/<study>/<run>/model.pt. Writes
     plots/modular/attention/sample<i>.png: a grid of maps, rows = layers, columns = heads, both
-    axes labelled with the sample's tokens.
+    axes labelled with the sample's tokens; the title says whether the sample is in that run's
+    training split (the source draws training samples) or its validation split.
     """
     import shutil
 
@@ -57,8 +58,25 @@ def modular_attention(params_path: str) -> None:
             weights = [w[0] for w in trace["attention"]]
             text = [vocab[t] for t in tokens.tolist()]
             predicted = vocab[int(trace["logits"][0, -2].argmax())]
+            side = sample_side(operands, c, best.seed)
             title = (f"{best.name} (val. accuracy {100 * records[best.name]['val_acc']:.1f} %): "
-                     f"{' '.join(text[1:])}  — predicted r = {predicted}")
+                     f"{' '.join(text[1:])}  — predicted r = {predicted}\na {side} sample"
+                     + (" (in the run's training split)" if side == "training"
+                        else ": not in the run's training split"))
             written.append(save(plt, attention_grid(plt, weights, text, title),
                                  out_dir / f"sample{i + 1}.png"))
     done(f"modular-attention: {len(written)} figures of {best.name} -> {out_dir}")
+
+
+def sample_side(operands: list[int], config: dict, seed: int) -> str:
+    """'training' or 'validation': the side of the run's seeded split the sample fell on, split
+    as the run's data was (tasks.modular: `sequences` of its orders, `split` by its seed)."""
+    import torch
+
+    from arithrepro.tasks.modular import sequences, split
+
+    tokens, order = sequences(config["p"], sorted(config["orders"]), config["operator"])
+    k = len(operands)
+    same = (order == k) & (tokens[:, 1:2 * k:2] == torch.tensor(operands)).all(1)
+    train, _ = split(order, config["r_train"], seed)
+    return "training" if bool(same[train].any()) else "validation"

@@ -44,7 +44,7 @@ DIMS = {
                "train_run": 6, "eval_run": 12},
     **dict.fromkeys(["standard", "looped"], {"base": 10, "classes": 10, "max_len": 100}),
     **dict.fromkeys(["lstm-std", "gpt-sin"], {"vocab_size": 36, "max_len": 8, "pad_id": 35}),
-    **dict.fromkeys(["rnn", "gru", "nanogpt"], {"vocab_size": 88, "max_len": 100, "pad_id": -1}),
+    **dict.fromkeys(["rnn", "gru", "nanogpt"], {"vocab_size": 92, "max_len": 100, "pad_id": -1}),
 }
 
 

@@ -24,14 +24,15 @@ def charlm(name, **fields):
     return build(name, {**SPEC[name], **fields}, **dims)
 
 
-@pytest.mark.parametrize("layers,expected", [(1, 222_592), (8, 1_610_496)])
-def test_transformer_counts_are_the_specs(layers, expected):
-    """≈222.6k (1 layer) and ≈1.6M (8 layers) at block 100, n_embd 128, tied head."""
+@pytest.mark.parametrize("layers,expected", [(1, 222_592), (8, 1_606_912)])
+def test_transformer_counts_are_the_sources(layers, expected):
+    """The source prints 222,592 (1 layer) and 1.6e+06 (8 layers) at block 100, n_embd 128, tied
+    head: its architecture gives exactly these at a vocabulary of 92 characters."""
     model = charlm("nanogpt", layers=layers)
     d, T = 128, 100
-    # token embedding (= the head), positions, per block q/k/v/o + 2 LayerNorms + 4d MLP with
-    # biases, a final LayerNorm
-    assert count_params(model) == V * d + T * d + layers * (12 * d * d + 13 * d) + 2 * d == expected
+    # token embedding (= the head), positions, per block bias-free q/k/v/o + 2 LayerNorms + a 4d
+    # MLP with biases, a final LayerNorm
+    assert count_params(model) == V * d + T * d + layers * (12 * d * d + 9 * d) + 2 * d == expected
 
 
 @pytest.mark.parametrize("layers", [1, 3])
@@ -65,15 +66,6 @@ def test_cells_equal_torchs(name, Torch):
     g_ours = torch.autograd.grad(ours.square().sum(), h)[0]
     g_theirs = torch.autograd.grad(theirs.square().sum(), h)[0]
     assert torch.allclose(g_ours, g_theirs, atol=1e-5)
-
-
-def test_nanogpt_ties_the_head_to_the_embedding_and_inits_like_nanogpt():
-    model = charlm("nanogpt", layers=8)
-    assert model.head.weight is model.embed.weight and model.head.bias is None
-    for block in model.core.blocks:
-        for w in (block.attn.o.weight, block.ff[-1].weight):
-            assert abs(w.std().item() - 0.02 / 4) < 0.001  # 0.02 / sqrt(2 * 8)
-    assert abs(model.core.blocks[0].ff[0].weight.std().item() - 0.02) < 0.001
 
 
 def test_positions_past_the_block_are_refused():

@@ -1,10 +1,12 @@
 """charlm's data: the offline corpus, the TinyStories loader on local files, the vocabulary,
-chunks and split, the compute formulas, and params errors."""
+chunks and split, the compute formulas and table, the samples (start, length, rule), the
+source's architectures and params errors."""
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -145,16 +147,38 @@ def test_chunks_and_split(n, seq, frac, seed):
 
 
 def test_formulas_at_the_sources_sizes():
+    """The source's answers: an RNN needs T·L sequential matmuls to generate and 2·T·L to train
+    (backpropagation through time is sequential too); a transformer 6·L per forward pass and
+    6·L per backward pass, 12·L to train; generating T tokens takes T cached passes, 6·L·T."""
     f = formulas(MODELS["rnn"], {"layers": 1, "d_model": 256}, 100)
     assert f == {"formula_gen_flops": 4 * 100 * 256**2, "formula_train_flops": 8 * 100 * 256**2,
-                 "seq_matmuls_gen": 100, "seq_matmuls_train": 100, "formula": "source"}
+                 "seq_matmuls_gen": 100, "seq_matmuls_train": 200, "formula": "source"}
     gru = formulas(MODELS["gru"], {"layers": 2, "d_model": 256}, 20)
     assert gru["formula_gen_flops"] == 3 * 4 * 20 * 2 * 256**2
+    assert (gru["seq_matmuls_gen"], gru["seq_matmuls_train"]) == (40, 80)
     assert gru["formula"].startswith("ours")   # the source states g = 1 only
     t = formulas(MODELS["nanogpt"], {"layers": 8, "d_model": 128}, 100)
     forward = 24 * 8 * 100 * 128**2 + 4 * 8 * 100**2 * 128
     assert t == {"formula_gen_flops": forward, "formula_train_flops": 3 * forward,
-                 "seq_matmuls_gen": 6 * 8 * 100, "seq_matmuls_train": 48, "formula": "source"}
+                 "seq_matmuls_gen": 6 * 8 * 100, "seq_matmuls_train": 96, "formula": "source"}
+
+
+def test_the_compute_table_says_whose_sequential_counts_it_shows():
+    import pandas as pd
+
+    from arithrepro.report.charlm_figures import compute_markdown
+
+    rows = []
+    for name, model, size in (("rnn", "rnn", {"layers": 1, "d_model": 256}),
+                              ("transformer-8", "nanogpt", {"layers": 8, "d_model": 128})):
+        rows.append({"model": name, "arch": model, "params": 1000, **size, "T": 100,
+                     **formulas(MODELS[model], size, 100),
+                     "counted_gen_flops": 1.0, "counted_train_flops": 1.0,
+                     "gen_s_per_token": 1e-3, "train_s_per_token": 1e-3})
+    md = compute_markdown(pd.DataFrame(rows), "cpu")
+    assert "2·T·L to train" in md and "12·L to train" in md
+    assert "the source answered 6·L" in md and "6·L·T" in md
+    assert "| 100 / 200 |" in md and "| 4,800 / 96 |" in md
 
 
 def test_counted_flops_include_the_head_and_attention():
@@ -191,6 +215,12 @@ def _params(**charlm_over):
     ({"architectures": {"transformer-1": {"heads": 3}}},
      "charlm.architectures.transformer-1.d_model = 16: expected a multiple of heads"),
     ({"sample": {"temperature": 0}}, "charlm.sample.temperature = 0"),
+    ({"sample": {"prompt": ""}}, "charlm.sample.prompt = '': expected a non-empty string or null"),
+    ({"sample": {"chars": 0}}, "charlm.sample.chars = 0: expected an integer >= 1"),
+    ({"sample": {"rule": {"gru": "beam"}}},
+     "charlm.sample.rule.gru = 'beam': expected one of softmax, greedy"),
+    ({"sample": {"rule": {"lstm": "greedy"}}},
+     "charlm.sample.rule.lstm: not one of charlm.architectures"),
     ({"corpus": {"source": "web"}}, "charlm.corpus.source = 'web'"),
 ])
 def test_params_errors_name_the_key(over, message):
@@ -211,8 +241,139 @@ def test_the_paper_profile_is_the_source_on_tinystories():
     assert m["corpus"]["source"] == "tinystories" and m["corpus"]["chars"] == 10_000_000
     runs = charlm.runs(params)
     assert [r.name for r in runs][:4] == ["rnn-s20-0", "rnn-s20-1", "rnn-s20-2", "rnn-s100-0"]
-    assert len(runs) == 5 * 2 * 3 and str(runs[0].dir) == "runs/charlm/rnn-s20-0"
+    assert len(runs) == 6 * 2 * 3 and str(runs[0].dir) == "runs/charlm/rnn-s20-0"
     assert {tuple(m["schedule"][r.label].values()) for r in runs} == {(20, 2000), (100, 3000)}
+    # the source's smaller GRU beside the 8-layer transformer at seq_length 100, 3,000 steps
+    assert {"gru-small-s100-0", "transformer-8-s100-0"} <= {r.name for r in runs}
+    # samples as the source draws them: one random start token, softmax at temperature 1
+    assert m["sample"]["prompt"] is None and m["sample"]["chars"] is None
+
+
+def test_the_source_architectures_and_sampling_are_the_default():
+    """Every profile: multi-rnn has the source's plotted 2 layers, gru-small is the source's
+    GRU of embedding 32 and hidden 192 (1.5e5 parameters), and samples are drawn as the source
+    draws them: temperature 1, one random start token, the source's lengths, the GRUs greedy."""
+    for profile in ("cpu", "paper"):
+        m = config.compose([f"profile={profile}"])["charlm"]
+        a = m["architectures"]
+        assert a["multi-rnn"] == {"model": "rnn", "d_embed": 64, "d_model": 256, "layers": 2}
+        assert a["gru-small"] == {"model": "gru", "d_embed": 32, "d_model": 192, "layers": 1}
+        assert m["sample"] == {"prompt": None, "chars": None, "temperature": 1.0, "seed": 0,
+                               "rule": {"gru": "greedy", "gru-small": "greedy"}}
+    net = MODELS["gru"].build({"d_embed": 32, "d_model": 192, "layers": 1}, dropout=0.0,
+                              vocab_size=88, max_len=100, pad_id=-1)
+    assert f"{sum(p.numel() for p in net.parameters()):.1e}" == "1.5e+05"   # the source's print
+    smoke = config.compose(["profile=smoke"])["charlm"]
+    assert smoke["architectures"]["gru-small"]["d_model"] < 32   # the smoke profile's widths
+
+
+# --- samples ---------------------------------------------------------------------------------
+
+def _sample_params(models, **sample):
+    params = _params(models=models, sample=sample)
+    config.validate(params)
+    return params
+
+
+def _untrained(params, run, vocab_size):
+    model, size = charlm.run_arch(params, run)
+    block = params["charlm"]["schedule"][run.label]["seq_length"]
+    torch.manual_seed(run.seed)
+    return MODELS[model].build(size, dropout=0.0, vocab_size=vocab_size, max_len=block,
+                               pad_id=-1).eval()
+
+
+def test_a_random_start_token_from_the_seed_and_the_sources_lengths():
+    """prompt null: one start token drawn from the vocabulary by the sample seed's generator
+    (the same for every run); then 99 characters for a recurrent model (100 in all, the
+    source's length=100) and 100 for a transformer (max_new_tokens=100)."""
+    vocab = Vocab([chr(32 + i) for i in range(40)])
+    params = _sample_params(["rnn", "transformer-1"], chars=None, prompt=None, seed=7)
+    rnn, gpt = charlm.runs(params)
+    got = {}
+    for run in (rnn, gpt):
+        net = _untrained(params, run, vocab.size)
+        prompt, drawn, rule = charlm.draw_sample(net, run, params, vocab)
+        again = charlm.draw_sample(net, run, params, vocab)
+        assert torch.equal(prompt, again[0]) and torch.equal(drawn, again[1])   # seeded
+        assert rule == "softmax" and len(prompt) == 1
+        got[run.model] = (prompt, drawn)
+    start = torch.randint(vocab.size, (1,), generator=torch.Generator().manual_seed(7))
+    assert got["rnn"][0].tolist() == got["transformer-1"][0].tolist() == start.tolist()
+    assert len(got["rnn"][0]) + len(got["rnn"][1]) == 100
+    assert len(got["transformer-1"][0]) + len(got["transformer-1"][1]) == 101
+    other = _sample_params(["rnn"], chars=None, prompt=None, seed=8)
+    starts = {int(charlm.sample_prompt(other["charlm"]["sample"], vocab,
+                                       torch.Generator().manual_seed(s))) for s in range(20)}
+    assert len(starts) > 5   # uniform over the vocabulary, not a fixed token
+
+
+def test_a_string_prompt_and_a_set_length_still_serve():
+    vocab = Vocab.of("the cat sat on a mat")
+    params = _sample_params(["gru"], prompt="the cat", chars=12)
+    (run,) = charlm.runs(params)
+    prompt, drawn, rule = charlm.draw_sample(_untrained(params, run, vocab.size), run, params,
+                                             vocab)
+    assert vocab.decode(prompt) == "the cat" and len(drawn) == 12 and rule == "greedy"
+
+
+@pytest.mark.parametrize("model", ["gru", "rnn", "transformer-1"])
+def test_the_greedy_rule_is_argmax_decoding(model):
+    """A run whose rule is greedy (the source's GRU) generates what batched greedy decoding
+    does; the same run under softmax sampling draws other text."""
+    from arithrepro.decoding import greedy_decode
+
+    vocab = Vocab([chr(65 + i) for i in range(13)])
+    params = _sample_params([model], prompt="ABC", chars=12, rule={model: "greedy"})
+    (run,) = charlm.runs(params)
+    net = _untrained(params, run, vocab.size)
+    prompt, drawn, rule = charlm.draw_sample(net, run, params, vocab)
+    want = greedy_decode(net, prompt.view(1, -1), torch.tensor([3]), 12, stop_id=-1)[0]
+    assert rule == "greedy" and drawn.tolist() == want.tolist()
+    soft = _sample_params([model], prompt="ABC", chars=12, rule={model: "softmax"})
+    assert charlm.draw_sample(net, run, soft, vocab)[1].tolist() != want.tolist()
+
+
+def test_only_the_grus_sample_greedily_by_default():
+    params = config.compose(["profile=paper"])
+    rules = {name: charlm.sample_rule(params, name) for name in params["charlm"]["models"]}
+    assert rules == {"rnn": "softmax", "multi-rnn": "softmax", "gru": "greedy",
+                     "gru-small": "greedy", "transformer-1": "softmax",
+                     "transformer-8": "softmax"}
+
+
+def test_the_sample_stage_writes_each_runs_rule(tmp_path):
+    """charlm-sample on untrained models: every run's heading, rule and text."""
+    import yaml
+    from click.testing import CliRunner
+
+    from arithrepro.stages.charlm_sample import charlm_sample
+
+    assert _corpus_stage(tmp_path, {"chars": 3000}).exit_code == 0
+    params = _params(models=["rnn", "gru", "transformer-1"], corpus={"chars": 3000},
+                     sample={"chars": None})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        _, vocab, _ = charlm.read_corpus(Path("data/charlm"))
+        for run in charlm.runs(params):
+            model, size = charlm.run_arch(params, run)
+            net = _untrained(params, run, vocab.size)
+            run.dir.mkdir(parents=True)
+            torch.save({"model": model, "size": size, "dropout": 0.0,
+                        "dims": {"vocab_size": vocab.size, "max_len": 16, "pad_id": -1},
+                        "state_dict": net.state_dict()}, run.dir / "model.pt")
+        result = CliRunner().invoke(charlm_sample, [])
+        assert result.exit_code == 0, result.output
+        samples = (tmp_path / "metrics" / "charlm" / "samples.md").read_text()
+    finally:
+        os.chdir(cwd)
+    assert "one token drawn uniformly from the vocabulary" in samples
+    assert "## rnn-s16-0\n\nRule: softmax, drawn from softmax(logits / 1); 1 + 99 characters." in samples
+    assert "## gru-s16-0\n\nRule: greedy, the argmax of the logits; 1 + 99 characters." in samples
+    assert ("## transformer-1-s16-0\n\nRule: softmax, drawn from softmax(logits / 1); "
+            "1 + 100 characters.") in samples
 
 
 def _corpus_stage(tmp_path, corpus: dict):

@@ -1,9 +1,10 @@
-"""Batched cached greedy decoding equals one-sample-at-a-time decoding without any cache."""
+"""Batched cached greedy decoding equals one-sample-at-a-time decoding without any cache; the
+sampler's greedy rule equals greedy decoding."""
 
 import pytest
 import torch
 
-from arithrepro.decoding import accuracy_by, greedy_decode
+from arithrepro.decoding import accuracy_by, greedy_decode, sample
 
 from tests.helpers import LM_NAMES, brute_force, build
 
@@ -24,6 +25,20 @@ def test_greedy_decode_matches_brute_force(name):
     assert got.tolist() == want
     finished = (got == stop).int().argmax(1)
     assert finished.min() < max_new - 1, "the test should exercise early stopping"
+
+
+@pytest.mark.parametrize("name", LM_NAMES)
+def test_greedy_sampling_is_greedy_decoding(name):
+    """sample(greedy=True) takes the argmax at every step, whatever the temperature, and draws
+    nothing from the generator."""
+    torch.manual_seed(2)
+    model = build(name, "small", max_len=40).eval()
+    prompt = torch.randint(4, 19, (5,))
+    g = torch.Generator().manual_seed(0)
+    got = sample(model, prompt, 20, 0.3, g, context=40, greedy=True)
+    want = greedy_decode(model, prompt.view(1, -1), torch.tensor([5]), 20, stop_id=-1)[0]
+    assert got.tolist() == want.tolist() == brute_force(model, prompt, 20, stop=-1)
+    assert torch.equal(g.get_state(), torch.Generator().manual_seed(0).get_state())
 
 
 def test_accuracy_by_groups():

@@ -295,7 +295,7 @@ def test_looped_one_seed_draws_no_band(tmp_path, drawn):
 
 # --- modular ---------------------------------------------------------------------------------
 
-def test_modular_sanity_bands_span_min_to_max(tmp_path, drawn):
+def test_modular_sanity_bands_span_one_population_std(tmp_path, drawn):
     summary, out = modular_inputs(tmp_path, THREE)
     modular_figures.render_modular(summary, None, None, out)
     fig = drawn["sanity_curves.png"]
@@ -303,9 +303,14 @@ def test_modular_sanity_bands_span_min_to_max(tmp_path, drawn):
     assert len(_bands(loss)) == len(_bands(acc)) == 4  # train and val, for each model
     runs = [pd.read_csv(out / "curves" / "sanity" / f"lstm-std-sanity-{s}.csv").set_index("step")
             for s in THREE]
-    v = [r.loc[1200, "val_acc"] for r in runs]
-    assert any(np.allclose(_band_at(b, 1200), (min(v), max(v))) for b in _bands(acc))
-    assert "min–max over 3 seeds" in _title(fig)
+    for ax, metric, bounds in ((acc, "val_acc", (0, 1)), (loss, "val_loss", (0, math.inf))):
+        v = [r.loc[1200, metric] for r in runs]
+        # the population std (ddof 0), as the modular tables report it, clipped to the metric's range
+        expected = np.clip([np.mean(v) - np.std(v), np.mean(v) + np.std(v)], *bounds)
+        assert not np.allclose(expected, (min(v), max(v)))  # three seeds: not the min-max band
+        assert any(np.allclose(_band_at(b, 1200), expected) for b in _bands(ax)), metric
+    assert "mean over 3 seeds, band ± 1 std" in _title(fig)
+    assert "± 1 std over seeds" in [t.get_text() for t in acc.get_legend().get_texts()]
 
 
 def test_modular_sanity_one_seed_draws_no_band(tmp_path, drawn):

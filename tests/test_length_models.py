@@ -14,7 +14,7 @@ from tests.helpers import brute_force, build
 # offset_k), and the looped notebook's encoders.
 ABACUS = {"block_layers": 1, "recurrences": 4, "d_model": 32, "d_ff": 64, "heads": 4,
           "offset_k": 8}
-NOTEBOOK = {"standard": {"d_model": 128, "d_ff": 512, "layers": 4, "heads": 4},
+NOTEBOOK = {"standard": {"d_model": 128, "d_ff": 2048, "layers": 4, "heads": 4},
             "looped": {"d_model": 128, "d_ff": 512, "heads": 4, "loop_offset": 4}}
 
 
@@ -28,14 +28,18 @@ def block_params(d, d_ff):
 
 
 def test_parameter_counts():
-    d, ff = 128, 512
+    d = 128
     head, embed = d * 10 + 10, 2 * 10 * d + d
-    assert count_params(build("standard", NOTEBOOK["standard"])) == embed + 100 * d + 4 * block_params(d, ff) + 2 * d + head
-    # One shared block, plus the per-head bias of the two attention offsets.
-    assert count_params(build("looped", NOTEBOOK["looped"])) == embed + block_params(d, ff) + 4 * 2 + 2 * d + head
+    # nn.TransformerEncoder's layers at d_ff 2048 and no final LayerNorm, the one-hot embedding
+    # (the source's two raw inputs would be 18 d fewer: 2,386,570)
+    standard = count_params(build("standard", NOTEBOOK["standard"]))
+    assert standard == embed + 100 * d + 4 * block_params(d, 2048) + head == 2_388_874
+    # One shared block, plus the per-head bias of the two attention offsets and a final norm.
+    assert count_params(build("looped", NOTEBOOK["looped"])) == embed + block_params(d, 512) + 4 * 2 + 2 * d + head
     m = abacus(block_layers=2, recurrences=3)
     positions = max(8 - 1 + 6, 12) + 1
-    assert count_params(m) == 15 * 32 + positions * 32 + 2 * block_params(32, 64) + 2 * 32 + 15 * 32
+    # no final LayerNorm; a head with bias
+    assert count_params(m) == 15 * 32 + positions * 32 + 2 * block_params(32, 64) + 32 * 15 + 15
 
 
 def test_encoders_loop_count():

@@ -70,11 +70,11 @@ COUNTS = {
     # 88 + 2 * 1_712 + 88
     "retran": 3_600,
     # embedding 13 d + Abacus table (4 + 1) d + one block (shared by both recurrences) 600
-    # + final LayerNorm 2d + head 13 d: 104 + 40 + 600 + 16 + 104
-    "abacus": 864,
-    # pair embedding (2 base) d + d, positions max_len d, L blocks, final LayerNorm,
-    # head d classes + classes: 88 + 64 + 1_200 + 16 + 45
-    "standard": 1_413,
+    # + head with bias 13 d + 13, no final LayerNorm: 104 + 40 + 600 + 117
+    "abacus": 861,
+    # pair embedding (2 base) d + d, positions max_len d, L blocks, no final LayerNorm,
+    # head d classes + classes: 88 + 64 + 1_200 + 45
+    "standard": 1_397,
     # one block, the window's per-offset bias heads * 2, no positions: 88 + 600 + 4 + 16 + 45
     "looped": 753,
     # embedding + L (8 d^2 + 4 d) + head with bias V d + V: 88 + 2 * 544 + 99
@@ -88,9 +88,9 @@ COUNTS = {
     # embedding + bias-free GRU cells 3 (e d + d^2), then 3 (2 d^2) + head with bias:
     # 44 + 288 + 384 + 99
     "gru": 815,
-    # embedding V d (the head is the same matrix) + positions max_len d + L (12 d^2 + 13 d:
-    # biases everywhere, 4d MLP) + final LayerNorm: 88 + 96 + 2 * 872 + 16
-    "nanogpt": 1_944,
+    # embedding V d (the head is the same matrix) + positions max_len d + L (12 d^2 + 9 d:
+    # bias-free attention, a 4d MLP with biases) + final LayerNorm: 88 + 96 + 2 * 840 + 16
+    "nanogpt": 1_880,
 }
 
 LANGUAGE_MODELS = [n for n, s in MODELS.items() if s.causal]
@@ -395,7 +395,7 @@ class GRUCore(nn.Module):
 
 def build(size, *, dropout, vocab_size, max_len, pad_id):
     d = size["d_model"]
-    return LanguageModel(GRUCore(d, size["layers"]), vocab_size, d, dropout, pad_id)
+    return LanguageModel(GRUCore(d, size["layers"]), vocab_size, d, pad_id)
 '''
 
 TOY_SIZE = {"d_model": 8, "layers": 2}

@@ -1,6 +1,6 @@
-"""The expr grid's models at the source's sizes: parameter counts, padding, initialization, and
-the exactness of the fast ReTran. (Shapes, causality, gradients and decoding of every model:
-test_model_contract.)"""
+"""The expr grid's models at the source's sizes: parameter counts, padding, and the exactness of
+the fast ReTran. (Shapes, causality, gradients and decoding of every model: test_model_contract;
+initialization: test_inits.)"""
 
 import pytest
 import torch
@@ -49,25 +49,6 @@ def test_fast_retran_equals_the_naive_one_values_and_gradients(size):
     for name, gf, gs in zip(names, g_fast, g_slow):
         assert gs.any(), f"{name}: no gradient to compare"  # the loss reaches every parameter
         torch.testing.assert_close(gf, gs, atol=1e-4, rtol=1e-4, msg=lambda m: f"{name}: {m}")
-
-
-def test_gpt_initialization_is_gpt2():
-    model = build("gpt", "large")
-    layers = SIZES["gpt"]["large"][3]
-    o = model.core.blocks[0].attn.o.weight
-    q = model.core.blocks[0].attn.q.weight
-    assert abs(q.std().item() - 0.02) < 0.002
-    assert abs(o.std().item() - 0.02 / (2 * layers) ** 0.5) < 0.001
-    assert not model.core.blocks[0].attn.q.bias.any()
-
-
-def test_lstm_cell_initialization():
-    cell = build("lstm").core.cells[0]
-    d_ff = cell.d_ff
-    assert torch.equal(cell.W.bias[d_ff:2 * d_ff], torch.ones(d_ff))
-    assert not cell.W.bias[:d_ff].any() and not cell.W.bias[2 * d_ff:].any()
-    for gate in cell.U.weight.split(d_ff):  # (d_ff, d_model): orthonormal columns
-        torch.testing.assert_close(gate.T @ gate, torch.eye(gate.size(1)), atol=1e-5, rtol=0)
 
 
 def test_rotary_is_torchtunes_and_matches_the_package_import():

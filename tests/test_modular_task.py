@@ -236,3 +236,70 @@ def test_the_loop_gets_the_cells_warmup_and_beta2(params):
     run = study_runs(p, "sanity")[0]
     cfg = study_cell(run, run_config(p, run), Placement("cpu", "fp32", False))[4]
     assert (cfg.warmup_frac, cfg.beta2, cfg.schedule, cfg.optimizer) == (0.25, 0.95, "linear", "adamw")
+
+
+# --- the attention figure's samples ------------------------------------------------------------
+
+@pytest.mark.parametrize("orders, seed", [([2], 0), ([2], 42), ([2, 3], 7)])
+def test_sample_side_is_the_side_the_runs_data_put_it_on(orders, seed):
+    from arithrepro.stages.modular_attention import sample_side
+    from arithrepro.tasks.modular import Data
+
+    c = {"p": 5, "orders": orders, "operator": "+", "r_train": 0.4}
+    train = {tuple(row) for row in Data(c, seed, "cpu").splits["train"].x.tolist()}
+    sides = set()
+    for k in orders:
+        for operands in itertools.product(range(5), repeat=k):
+            row = encode(list(operands), 5, "+")  # padded to the mixed width, then the input
+            row = torch.cat([row, torch.full((2 * max(orders) + 3 - len(row),), Vocab(5, "+").pad)])
+            row = row[:-1]
+            side = sample_side(list(operands), c, seed)
+            assert side == ("training" if tuple(row.tolist()) in train else "validation"), operands
+            sides.add(side)
+    assert sides == {"training", "validation"}
+
+
+def test_the_attention_figure_says_whether_its_sample_was_trained_on(tmp_path, monkeypatch):
+    """An untrained GPT saved as the sanity study's runs (no training): each figure's title
+    names the side of the run's split its sample is on, whichever the params chose."""
+    from click.testing import CliRunner
+
+    from arithrepro.cli import main
+    from arithrepro.models.registry import build_model
+    from arithrepro.report import plotting
+    from arithrepro.stages.modular_attention import sample_side
+    from arithrepro.tasks.modular import TASK
+
+    p = config.compose(["profile=smoke"])
+    a = p["modular"]["attention"]
+    runs = [r for r in study_runs(p, a["study"]) if r.model == a["model"]]
+    c = run_config(p, runs[0])
+    sides = {s: sample_side(list(s), c, runs[0].seed)
+             for s in itertools.product(range(c["p"]), repeat=2)}
+    a["samples"] = [list(next(s for s, side in sides.items() if side == want))
+                    for want in ("validation", "training")]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(p, allow_unicode=True))
+    for i, run in enumerate(runs):
+        run.record.parent.mkdir(parents=True, exist_ok=True)
+        run.record.write_text(f'{{"val_acc": {0.5 + i / 10}, "val_loss": 1.0}}')
+        size = {k: c[k] for k in ("d_model", "layers", "heads")}
+        net = build_model(run.model, size, dropout=0.0, **TASK.dims(c))
+        run.dir.mkdir(parents=True)
+        torch.save({"model": run.model, "size": size, "dropout": 0.0, "dims": TASK.dims(c),
+                    "state_dict": net.state_dict(), "vocab": Vocab(c["p"], c["operator"]).tokens()},
+                   run.dir / "model.pt")
+    titles = []
+
+    def save(plt, fig, path, real=plotting.save):
+        titles.append(fig._suptitle.get_text())
+        return real(plt, fig, path)
+
+    monkeypatch.setattr(plotting, "save", save)
+    result = CliRunner().invoke(main, ["modular-attention"])
+    assert result.exit_code == 0, result.output
+    assert len(titles) == 2
+    assert titles[0].endswith("a validation sample: not in the run's training split")
+    assert titles[1].endswith("a training sample (in the run's training split)")
+    assert titles[0].startswith(runs[-1].name)  # the best run's split
+    assert (tmp_path / "plots/modular/attention/sample2.png").is_file()

@@ -47,3 +47,50 @@ def test_state_dict_loads_into_either():
     ref = torch_optimizer.Lamb(a, lr=0.01)
     ref.load_state_dict(new.state_dict())
     assert ref.state[a[0]]["step"] == 1
+
+
+def test_lstm_gates_get_the_sources_per_gate_trust_ratios():
+    """The expr source keeps each gate's input and recurrent maps as separate nn.Linear layers,
+    so torch-optimizer's Lamb gives each its own trust ratio; one cell with all gates in one
+    matrix, told its blocks, takes the same steps."""
+    from arithrepro.models.recurrent import SourceLSTMCell
+
+    torch.manual_seed(0)
+    cell = SourceLSTMCell(6, 4, 8).double()
+    blocks = cell.lamb_blocks()
+    ours = list(cell.parameters())
+    # the source's layout: every gate's block its own tensor
+    ref = [torch.nn.Parameter(piece.detach().clone())
+           for p in ours for piece in (p.chunk(blocks[p]) if p in blocks else [p])]
+    opt_ref = torch_optimizer.Lamb(ref, lr=0.05)
+    opt_ours = ForeachLamb(ours, lr=0.05, blocks=blocks)
+    merged = ForeachLamb([torch.nn.Parameter(p.detach().clone()) for p in ours], lr=0.05)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        grads = [torch.randn(p.shape, generator=g, dtype=torch.float64) for p in ours]
+        for p, grad in zip(ours, grads):
+            p.grad = grad.clone()
+        for q, grad in zip(merged.param_groups[0]["params"], grads):
+            q.grad = grad.clone()
+        pieces = [piece for p, grad in zip(ours, grads)
+                  for piece in (grad.chunk(blocks[p]) if p in blocks else [grad])]
+        for r, grad in zip(ref, pieces):
+            r.grad = grad.clone()
+        opt_ref.step()
+        opt_ours.step()
+        merged.step()
+    torch.testing.assert_close(torch.cat([p.flatten() for p in ours]),
+                               torch.cat([r.flatten() for r in ref]), rtol=1e-12, atol=1e-14)
+    # one trust ratio for all four gates would not have taken these steps
+    bias = next(i for i, p in enumerate(ours) if p is cell.W.bias)
+    assert not torch.allclose(cell.W.bias, merged.param_groups[0]["params"][bias])
+
+
+def test_the_lstms_optimizer_knows_each_cells_gate_blocks():
+    from arithrepro.train import TrainConfig, make_optimizer
+    from tests.helpers import build
+
+    model = build("lstm", {"d_model": 8, "d_ff": 16, "layers": 2})
+    opt = make_optimizer(model, TrainConfig(lr=0.01, seed=0, optimizer="lamb"))
+    cells = model.core.cells
+    assert opt.blocks == {id(p): 4 for c in cells for p in (c.W.weight, c.W.bias, c.U.weight)}

@@ -18,7 +18,7 @@ from tests.workspace import ran_stages, sh
 TIMING = {"train_seconds", "tokens_per_s", "eval_seconds", "s_per_step"}
 FIGURES = ["accuracy_vs_params", "accuracy_vs_length", "val_loss_vs_params", "length_distribution"]
 MODULAR_FIGURES = ["sanity_curves", "data_curves", "data_metrics", "orders_curves", "size_curves",
-                   "size_metrics", "compute_curves", "compute_metrics", "compute_budgets",
+                   "size_metrics", "size_params", "compute_curves", "compute_metrics", "compute_budgets",
                    "regularization_curves", "regularization_metrics"]
 CHARLM_MODELS = ["rnn", "multi-rnn", "gru", "transformer-1", "transformer-8"]
 # Every `dvc exp run` composes params.yaml from conf/config.yaml, so each names the profile.
@@ -147,7 +147,10 @@ def test_charlm_records_samples_and_compute_table(first_run):
                 "tokens_per_s"} <= set(record)
         assert record["best_bpc"] == pytest.approx(record["best_val_loss"] / math.log(2))
     samples = first_run.read("metrics/charlm/samples.md")
-    assert all(f"## {m}-s16-0\n\n```text\nThe return value is" in samples for m in CHARLM_MODELS)
+    # one random start token and 40 characters each (smoke), the GRU greedy as in the source
+    assert all(f"## {m}-s16-0\n\nRule: " in samples for m in CHARLM_MODELS)
+    assert "## gru-s16-0\n\nRule: greedy, the argmax of the logits; 1 + 40 characters." in samples
+    assert "## rnn-s16-0\n\nRule: softmax, drawn from softmax(logits / 1); 1 + 40 characters." in samples
     compute = first_run.read("metrics/charlm/compute.md")
     assert "## T = 16" in compute and all(f"| {m} (" in compute for m in CHARLM_MODELS)
 

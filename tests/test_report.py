@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -11,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from arithrepro.report import expr_figures, figures, plotting, tables
+from arithrepro.report import (expr_figures, figures, modular_figures, modular_tables, plotting,
+                               tables)
 
 # Listed in size order; the file names sort large < medium < small, so an ordering that
 # follows file or alphabetical order fails the tests.
@@ -335,3 +337,305 @@ def test_architecture_colours_do_not_depend_on_the_subset_drawn():
 
 def test_registry_maps_expr_to_its_renderer():
     assert figures.FIGURES["expr"].render is expr_figures.render_expr
+
+
+# --- modular figures and tables ------------------------------------------------------------
+# Fake records and curves of every modular study, as train-modular-<study> writes them
+# (metrics from the curve by the task's own curve_metrics), two seeds unless asked otherwise.
+
+MODULAR_MODELS = ("gpt-sin", "lstm-std")
+MODULAR_BUDGETS = (0.25, 0.5, 1.0)
+MODULAR_SWEEPS = {  # study: ({key: values}, what each cell's name shows)
+    "sanity": ({}, ""),
+    "data": ({"r_train": [0.3, 0.5, 0.7]}, "r{r_train}"),
+    "size": ({"layers": [1, 2, 3], "d_model": [64, 128, 256]}, "L{layers}d{d_model}"),
+    "compute": ({"batch_size": [32, 128, 512]}, "B{batch_size}"),
+    "regularization": ({"weight_decay": [0.25, 1.0]}, "wd{weight_decay}"),
+}
+MODULAR_BASE = {"p": 31, "r_train": 0.5, "layers": 2, "d_model": 128, "batch_size": 512,
+                "weight_decay": 1.0, "steps": 2000}
+
+
+def _modular_curve(model: str, cfg: dict, seed: int) -> pd.DataFrame:
+    """Train accuracy rises early, validation later: later for less data, a bigger batch, less
+    weight decay, a smaller model, and unevenly per seed."""
+    import numpy as np
+
+    steps = np.arange(0, cfg["steps"] + 1, 50)
+    jitter = (37 * seed) % 150  # seeds 0, 1, 2, 42: 0, 37, 74, 54 steps later
+    lstm = 100 if model.startswith("lstm") else 0
+    when = (500 + 400 * (0.7 - cfg["r_train"]) + 150 * math.log2(cfg["batch_size"] / 32)
+            - 200 * cfg["weight_decay"] - 60 * cfg["layers"] - 0.8 * cfg["d_model"]
+            + 3 * lstm + jitter)
+    train = 1 / (1 + np.exp(-(steps - 150 - lstm - jitter / 3) / 40))
+    val = 1 / (1 + np.exp(-(steps - max(when, 250)) / 80))
+    # accuracies are fractions of a finite set: they reach their best at a step, and stay there
+    train_acc, val_acc = np.round(train, 2), np.round(0.97 * val, 2)
+    return pd.DataFrame({"step": steps, "epoch": steps // 10,
+                         "train_loss": 4.6 * (1 - train) + 1e-3 * (1 + (jitter + lstm) / 50),
+                         # overfits late: the best validation loss is not the last
+                         "val_loss": 4.6 * (1 - val) + 2e-2 + 0.3 * np.exp(-((steps - 400) / 300) ** 2)
+                         + 0.05 * np.clip((steps - when - 600) / 1000, 0, 1),
+                         "train_acc": train_acc, "val_acc": val_acc,
+                         "param_norm": 40 + 30 * np.exp(-steps * cfg["weight_decay"] / 600) + jitter / 20})
+
+
+def modular_inputs(root: Path, seeds=(0, 42)) -> tuple[pd.DataFrame, Path]:
+    """metrics/summary.csv's modular rows and plots/modular/curves/<study>/<run>.csv of every
+    study; returns (rows, the figures' folder plots/modular)."""
+    from arithrepro.tasks.modular import curve_metrics  # imports torch: only where needed
+
+    out, rows = root / "plots" / "modular", []
+    for study, (sweep, name) in MODULAR_SWEEPS.items():
+        (out / "curves" / study).mkdir(parents=True)
+        for model in MODULAR_MODELS:
+            for values in itertools.product(*sweep.values()):
+                swept = dict(zip(sweep, values))
+                cfg = {**MODULAR_BASE, **swept}
+                label = study + ("." + name.format(**swept) if swept else "")
+                for seed in seeds:
+                    curve = _modular_curve(model, cfg, seed)
+                    curve.drop(columns="epoch").to_csv(
+                        out / "curves" / study / f"{model}-{label}-{seed}.csv", index=False)
+                    points = curve.to_dict("records")
+                    record = {"task": "modular", "model": model, "size": label, "seed": seed,
+                              "params": cfg["layers"] * (8 if model.startswith("lstm") else 12)
+                              * cfg["d_model"] ** 2,
+                              **cfg,
+                              **curve_metrics(points), "param_norm": points[-1]["param_norm"]}
+                    for a in MODULAR_BUDGETS if study == "compute" else ():
+                        record.update(curve_metrics(points, upto=int(a * cfg["steps"]),
+                                                    prefix=f"a{a:g}_"))
+                    rows.append(record)
+    return pd.DataFrame(rows), out
+
+
+@pytest.fixture(scope="module")
+def modular(tmp_path_factory) -> tuple[pd.DataFrame, Path]:
+    return modular_inputs(tmp_path_factory.mktemp("modular"))
+
+
+def _study(modular, study: str) -> pd.DataFrame:
+    return modular_tables.study_rows(modular[0], study)
+
+
+def _draw(function, *args):
+    """The figure a modular figure function draws, in the report's style (closed by the caller)."""
+    plt = plotting.pyplot()
+    with plt.rc_context(plotting.STYLE):
+        fig = function(plt, *args)
+        fig.canvas.draw()  # lays it out as saving would: fails on what cannot be drawn
+    return plt, fig
+
+
+def _panels(fig) -> list:
+    """The figure's plotting axes, colour bars left out."""
+    return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+
+
+def _seed_mean_of(rows: pd.DataFrame, where: dict, column: str) -> float:
+    sel = rows
+    for k, v in where.items():
+        sel = sel[sel[k] == v]
+    assert sel["seed"].nunique() == 2
+    return float(sel[column].mean())
+
+
+def _has_line(ax, xs, ys) -> bool:
+    import numpy as np
+
+    return any(len(line.get_xdata()) == len(xs)
+               and np.allclose(line.get_xdata(), xs) and np.allclose(line.get_ydata(), ys)
+               for line in ax.get_lines())
+
+
+def _bands(ax) -> list:
+    from matplotlib.collections import PolyCollection
+
+    return [c for c in ax.collections if isinstance(c, PolyCollection)]
+
+
+def test_modular_renders_every_study_figure(modular, monkeypatch):
+    rows, out = modular
+    saved = []
+
+    def save(plt, fig, path):  # the figures' content is checked below, drawn; not written here
+        saved.append(Path(path).name)
+        plt.close(fig)
+        return path
+
+    monkeypatch.setattr(modular_figures, "save", save)
+    written = modular_figures.render_modular(rows, None, None, out)
+    names = sorted(p.name for p in written)
+    assert names == sorted(saved) == sorted([
+        "sanity_curves.png", "data_curves.png", "data_metrics.png", "compute_curves.png",
+        "compute_metrics.png", "compute_budgets.png", "regularization_curves.png",
+        "regularization_metrics.png", "size_curves.png", "size_metrics.png", "size_params.png"])
+    declared = {Path(p).name for p in figures.FIGURES["modular"].writes}
+    assert set(names) <= declared  # orders_curves: no orders records here
+
+
+def test_modular_size_curves_draw_loss_and_accuracy_per_depth(modular):
+    rows = _study(modular, "size")
+    plt, fig = _draw(modular_figures.size_curves, rows, modular[1] / "curves" / "size")
+    panels = _panels(fig)
+    assert len(panels) == 2 * 2 * 3  # per model a loss row and an accuracy row, a column per L
+    loss = [ax for ax in panels if ax.get_title().endswith(": loss")]
+    acc = [ax for ax in panels if ax.get_title().endswith(": accuracy")]
+    assert len(loss) == len(acc) == 6
+    assert all(ax.get_yscale() == "log" for ax in loss)
+    assert all(ax.get_yscale() == "linear" for ax in acc)
+    # 3 widths x (train, val) lines and as many ± std bands in each panel
+    assert all(len(ax.get_lines()) == 6 and len(_bands(ax)) == 6 for ax in panels)
+    assert "band ± 1 std" in fig._suptitle.get_text()
+    plt.close(fig)
+
+
+# the y labels of the source's four quantities, each drawn for train and val
+QUANTITY_LABELS = ["best loss L (log scale)", "best accuracy A", "t_f(L): first step at best loss",
+                   "t_f(A): first step at best accuracy"]
+
+
+def test_modular_size_metrics_draw_the_eight_metrics_against_d_and_L(modular):
+    rows = _study(modular, "size")
+    plt, fig = _draw(modular_figures.size_metrics, rows)
+    axes = _panels(fig)
+    assert len(axes) == 16  # a row per quantity; train and val against d, train and val against L
+    grid = [axes[4 * r:4 * r + 4] for r in range(4)]
+    assert [row[0].get_ylabel() for row in grid] == QUANTITY_LABELS
+    assert all(ax.get_yscale() == "log" for ax in grid[0])
+    assert [ax.get_xlabel() for ax in grid[0]] == ["width d", "width d", "layers L", "layers L"]
+    # t_f(L_val) against d for the LSTM at L = 3, and t_f(L_train) against L for the GPT at d = 64
+    lstm = [_seed_mean_of(rows, {"model": "lstm-std", "layers": 3, "d_model": d}, "val_loss_step")
+            for d in (64, 128, 256)]
+    assert _has_line(grid[2][1], [64, 128, 256], lstm)
+    gpt = [_seed_mean_of(rows, {"model": "gpt-sin", "layers": L, "d_model": 64}, "train_loss_step")
+           for L in (1, 2, 3)]
+    assert _has_line(grid[2][2], [1, 2, 3], gpt)
+    assert all(len(ax.get_lines()) == 6 for ax in axes)  # 2 models x 3 lines
+    assert len(fig.legends) == 2
+    plt.close(fig)
+
+
+def test_modular_size_params_is_its_own_figure_of_the_eight_metrics(modular):
+    rows = _study(modular, "size")
+    plt, fig = _draw(modular_figures.size_params, rows)
+    axes = _panels(fig)
+    assert len(axes) == 8
+    assert [ax.get_ylabel() for ax in axes] == QUANTITY_LABELS * 2
+    assert [ax.get_title() for ax in axes] == ["train"] * 4 + ["val"] * 4
+    assert all(ax.get_xscale() == "log" for ax in axes)
+    assert axes[4].get_yscale() == "log" and axes[5].get_yscale() == "linear"
+    # a point per (model, L, d)
+    assert all(sum(len(c.get_offsets()) for c in ax.collections) == 18 for ax in axes)
+    plt.close(fig)
+
+
+def test_modular_compute_budgets_draw_the_eight_metrics_per_budget(modular):
+    rows = _study(modular, "compute")
+    budgets = modular_tables.budgets_of(rows)
+    assert budgets == list(MODULAR_BUDGETS)
+    plt, fig = _draw(modular_figures.compute_budgets, rows, budgets)
+    axes = _panels(fig)
+    assert len(axes) == 16  # a row per quantity, a column per (model, split)
+    grid = [axes[4 * r:4 * r + 4] for r in range(4)]
+    assert [row[0].get_ylabel() for row in grid] == QUANTITY_LABELS
+    assert [ax.get_title() for ax in grid[0]] == ["GPT, train", "GPT, val", "LSTM, train", "LSTM, val"]
+    assert all(ax.get_yscale() == "log" for ax in grid[0])
+    assert all(len(ax.get_lines()) == len(budgets) for ax in axes)
+    for r, column in ((0, "a0.25_train_loss"), (3, "a0.5_train_acc_step")):
+        ys = [_seed_mean_of(rows, {"model": "gpt-sin", "batch_size": b}, column) for b in (32, 128, 512)]
+        assert _has_line(grid[r][0], [32, 128, 512], ys), column
+    ys = [_seed_mean_of(rows, {"model": "lstm-std", "batch_size": b}, "a1_val_loss_step")
+          for b in (32, 128, 512)]
+    assert _has_line(grid[2][3], [32, 128, 512], ys)
+    assert any(ax.get_label() == "<colorbar>" and "budget α" in ax.get_ylabel() for ax in fig.axes)
+    plt.close(fig)
+
+
+def test_modular_metrics_vs_draws_the_step_of_best_loss(modular):
+    rows = _study(modular, "data")
+    plt, fig = _draw(modular_figures.metrics_vs, rows, "r_train", False, "data")
+    axes = _panels(fig)
+    assert sorted(ax.get_ylabel() for ax in axes) == sorted(QUANTITY_LABELS)
+    by = {ax.get_ylabel(): ax for ax in axes}
+    assert by[QUANTITY_LABELS[0]].get_yscale() == "log"
+    step = by["t_f(L): first step at best loss"]
+    for model in MODULAR_MODELS:
+        for split in ("train", "val"):
+            ys = [_seed_mean_of(rows, {"model": model, "r_train": r}, f"{split}_loss_step")
+                  for r in (0.3, 0.5, 0.7)]
+            assert _has_line(step, [0.3, 0.5, 0.7], ys), (model, split)
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("study, key, norm", [("data", "r_train", False),
+                                              ("compute", "batch_size", False),
+                                              ("regularization", "weight_decay", True)])
+def test_modular_swept_curves_band_one_population_std(modular, study, key, norm):
+    import numpy as np
+
+    rows = _study(modular, study)
+    curve_dir = modular[1] / "curves" / study
+    plt, fig = _draw(modular_figures.swept_curves, rows, curve_dir, key, key == "batch_size",
+                     study, norm)
+    axes = _panels(fig)
+    assert all(_bands(ax) for ax in axes)
+    loss = axes[0]  # the first model's loss panel
+    assert loss.get_yscale() == "log"
+    n = len(rows[rows["model"] == "gpt-sin"][key].unique())
+    assert len(_bands(loss)) == 2 * n  # train and val per swept value
+    label = rows[rows["model"] == "gpt-sin"]["size"].iloc[0]
+    runs = [pd.read_csv(curve_dir / f"gpt-sin-{label}-{s}.csv").set_index("step") for s in (0, 42)]
+    v = [r.loc[500, "val_loss"] for r in runs]
+    expected = (np.mean(v) - np.std(v), np.mean(v) + np.std(v))  # population std
+    assert any(np.allclose(_band_at(b.get_paths()[0].vertices, 500), expected)
+               for b in _bands(loss))
+    assert "band ± 1 std" in fig._suptitle.get_text()
+    legend = [t.get_text() for t in axes[1].get_legend().get_texts()]
+    assert "± 1 std over seeds" in legend
+    plt.close(fig)
+
+
+def _band_at(vertices, x: float) -> tuple[float, float]:
+    import numpy as np
+
+    ys = vertices[np.isclose(vertices[:, 0], x), 1]
+    return ys.min(), ys.max()
+
+
+def test_modular_swept_curves_one_seed_draw_no_band(tmp_path):
+    rows, out = modular_inputs(tmp_path, seeds=(0,))
+    rows = modular_tables.study_rows(rows, "data")
+    plt, fig = _draw(modular_figures.swept_curves, rows, out / "curves" / "data", "r_train", False,
+                     "data")
+    assert not any(_bands(ax) for ax in _panels(fig))
+    assert "one seed" in fig._suptitle.get_text() and "±" not in fig._suptitle.get_text()
+    plt.close(fig)
+
+
+def test_modular_budget_tables_cover_the_eight_metrics(modular):
+    rows = modular[0]
+    md, tex = modular_tables.write(rows)
+    titles = re.findall(r"^### compute: (\S+) within the first α·T steps", md, flags=re.M)
+    assert titles == ["L_train", "L_val", "A_train", "A_val",
+                      "t_f(L_train)", "t_f(L_val)", "t_f(A_train)", "t_f(A_val)"]
+    assert tex.count("tab:modular-compute-budgets") == 8
+    section = md.split("### compute: t_f(A_val) within")[1].split("\n#")[0]
+    lines = [[c.strip() for c in ln.strip("|").split("|")] for ln in section.splitlines()
+             if ln.startswith("|")]
+    header, body = lines[0], lines[2:]
+    assert header == ["model", "B", "α = 0.25", "α = 0.5", "α = 1"]
+    assert len(body) == 2 * 3  # a row per (model, B)
+    row = {(r[0], r[1]): r for r in body}[("lstm-std", "128")]
+    values = [float(v) for v in rows[(rows["size"] == "compute.B128")
+                                     & (rows["model"] == "lstm-std")]["a1_val_acc_step"]]
+    assert statistics.pstdev(values) > 0
+    assert _stat(row[4].strip("*"), "") == pytest.approx(
+        (statistics.fmean(values), statistics.pstdev(values)))
+    # per model and budget, the earliest t_f in bold: the smallest batch (it generalizes first)
+    for model in MODULAR_MODELS:
+        full = [r for r in body if r[0] == model]
+        assert [r[4].startswith("**") for r in full] == [True, False, False], model
+    assert "(per model and α, the batch size with the earliest mean in bold)" in section.split("\n")[0]
+    assert r"$\alpha \cdot T$" in tex and "α" not in tex

@@ -12,10 +12,21 @@ from tests.helpers import build, run
 def test_schedule_warms_up_from_zero_then_decays_to_zero():
     total, warmup = 100, 10
     f = [lr_factor(s, total, warmup) for s in range(total)]
-    assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
-    assert all(a <= b for a, b in zip(f[:10], f[1:10]))
-    assert all(a >= b for a, b in zip(f[9:], f[10:]))
+    assert f[0] == 0 and f[5] == pytest.approx(0.5) and f[10] == 1.0
+    assert all(a <= b for a, b in zip(f[:11], f[1:11]))
+    assert all(a >= b for a, b in zip(f[10:], f[11:]))
     assert f[-1] == pytest.approx(1 / 90) and lr_factor(total, total, warmup) == 0
+
+
+def test_schedule_is_the_expr_sources_at_its_budget():
+    # 10 epochs of 1280 batches, warm-up steps // 10: the source's linear_scheduler values
+    total, warmup = 12800, 12800 // 10
+    assert lr_factor(0, total, warmup) == 0 and lr_factor(640, total, warmup) == 0.5
+    assert lr_factor(1280, total, warmup) == 1 and lr_factor(12799, total, warmup) == 1 / 11520
+
+
+def test_no_warmup_starts_at_the_full_rate():
+    assert lr_factor(0, 50, 0) == 1.0 and lr_factor(0, 50, 0, "constant") == 1.0
 
 
 @pytest.mark.parametrize("name", ["gpt", "lstm", "retran"])
@@ -61,7 +72,7 @@ def test_other_fingerprint_starts_afresh(tmp_path):
 
 
 def test_constant_schedule_after_warmup():
-    assert [lr_factor(s, 10, 2, "constant") for s in range(10)] == [0.5] + [1.0] * 9
+    assert [lr_factor(s, 10, 2, "constant") for s in range(10)] == [0.0, 0.5] + [1.0] * 8
 
 
 @pytest.mark.parametrize("name", ["adam", "adamw"])

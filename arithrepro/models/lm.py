@@ -22,18 +22,15 @@ import math
 import torch
 from torch import nn
 
-from arithrepro.models.dropout import Dropout
-
 
 class LanguageModel(nn.Module):
-    def __init__(self, core: nn.Module, vocab_size: int, d_model: int, dropout: float, pad_id: int,
+    def __init__(self, core: nn.Module, vocab_size: int, d_model: int, pad_id: int,
                  positions: nn.Module | None = None, logit_scale: bool = True,
                  head_bias: bool = False, d_embed: int | None = None, tie: bool = False):
         super().__init__()
         # d_embed: a token embedding narrower than the core (the charlm RNNs: 64 into 256)
         self.embed = nn.Embedding(vocab_size, d_embed or d_model)
         self.positions = positions
-        self.drop = Dropout(dropout)
         self.core = core
         self.head = nn.Linear(d_model, vocab_size, bias=head_bias)
         if tie:  # one matrix embeds the tokens and scores them (nanoGPT's weight tying)
@@ -47,7 +44,8 @@ class LanguageModel(nn.Module):
         h = self.embed(tokens)
         if self.positions is not None:
             h = h + self.positions(tokens, pos_state)
-        return self.drop(h)
+        # No dropout on the embedded input: no source drops it (their cores start from it)
+        return h
 
     def forward(self, tokens: torch.Tensor, state=None, pos: int = 0, outputs_from: int = 0,
                 exit_at: int | None = None):

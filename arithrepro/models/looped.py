@@ -1,7 +1,8 @@
 """Encoders of the looped experiment (Fan et al. 2024): one output class per input position.
 
 Input position i holds a digit pair (a_i, b_i), embedded linearly from its two one-hot vectors.
-- standard: learned absolute positions and `layers` pre-norm blocks with full attention.
+- standard: learned absolute positions and `layers` pre-norm blocks with full attention, as
+  nn.TransformerEncoder builds them (the source's model).
 - looped: no absolute positions; one pre-norm block applied `loops` times with input injection.
   Its attention is local: position i sees i and i - 1, with a learned per-head bias for each of
   the two offsets, so a carry moves exactly one position per loop. Digit i of a sum depends on
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from arithrepro.models.transformer import TransformerConfig, TransformerCore, gpt2_init
+from arithrepro.models.transformer import TransformerConfig, TransformerCore, encoder_init, gpt2_init
 
 
 class PositionClassifier(nn.Module):
@@ -27,13 +28,13 @@ class PositionClassifier(nn.Module):
     causal = False
 
     def __init__(self, core: TransformerCore, base: int, classes: int, d_model: int,
-                 dropout: float, max_len: int = 0, loop_offset: int | None = None,
-                 extra_loops: int = 0):
+                 max_len: int = 0, loop_offset: int | None = None, extra_loops: int = 0):
         super().__init__()
         self.base = base
         self.embed = nn.Linear(2 * base, d_model)
         self.positions = nn.Embedding(max_len, d_model) if max_len else None
-        self.drop = nn.Dropout(dropout)
+        if self.positions is not None:  # the source's nn.Parameter(torch.randn(...) * 0.1)
+            nn.init.normal_(self.positions.weight, 0.0, 0.1)
         self.core = core
         self.head = nn.Linear(d_model, classes)
         self.loop_offset = loop_offset
@@ -57,25 +58,31 @@ class PositionClassifier(nn.Module):
                 raise ValueError(f"{T} positions exceed the {self.positions.num_embeddings} "
                                  "learned absolute positions")
             h = h + self.positions.weight[:T]
-        h, _ = self.core(self.drop(h), recurrences=self.loops(T))
+        h, _ = self.core(h, recurrences=self.loops(T))
         return self.head(h)
 
 
 def build(size: dict, *, dropout: float, base: int, classes: int, max_len: int,
           looped: bool) -> PositionClassifier:
     d = size["d_model"]
-    # non-causal pre-norm encoders without rotary: the standard one has learned absolute
-    # positions, the looped one only its window's per-offset biases
+    # Non-causal pre-norm encoders without rotary.
     encoder = dict(d_model=d, d_ff=size["d_ff"], heads=size["heads"], dropout=dropout,
                    max_len=max_len, prenorm=True, rope=False, causal=False)
     if looped:
+        # The project's block (the source defines none that runs): GELU, a final LayerNorm,
+        # GPT-2's initialization, local attention, injection; the recipe docs/looped.md measured.
         core = TransformerCore(TransformerConfig(**encoder, window=2, inject=True))
-        model = PositionClassifier(core, base, classes, d, dropout, loop_offset=size["loop_offset"],
+        model = PositionClassifier(core, base, classes, d, loop_offset=size["loop_offset"],
                                    extra_loops=size.get("extra_loops", 0))
-    else:
-        core = TransformerCore(TransformerConfig(**encoder, layers=size["layers"]))
-        model = PositionClassifier(core, base, classes, d, dropout, max_len=max_len)
-    gpt2_init(model, size.get("layers", 1))
+        gpt2_init(model, 1)
+        return model
+    # The source's nn.TransformerEncoder of nn.TransformerEncoderLayer(norm_first=True) layers
+    # at PyTorch's defaults: ReLU, no final LayerNorm (the encoder's norm=None), PyTorch's
+    # initialization with every layer a copy of the first (encoder_init).
+    core = TransformerCore(TransformerConfig(**encoder, layers=size["layers"], final_norm=False,
+                                             activation="relu"))
+    model = PositionClassifier(core, base, classes, d, max_len=max_len)
+    encoder_init(core)
     return model
 
 

@@ -5,9 +5,16 @@
   cell's output is a second projection Out(o * c), and the initial state is learned. ReTran
   (retran.py) reuses the cell.
 - standard (modular, `lstm-std`): the textbook cell, h = o * tanh(c) with c as wide as h, a zero
-  initial state, torch.nn.LSTM's initialization; equal to torch.nn.LSTM (tests).
+  initial state; equal to torch.nn.LSTM given the same weights (tests). Its source has one
+  nn.Linear(d_x + d_h, d_h) per gate on [x; h], so every weight and bias starts
+  U(±1/sqrt(d_x + d_h)).
 - Elman and GRU (charlm, `rnn` / `gru`): h = tanh(W x + U h) with biases, and the bias-free GRU;
-  equal to torch.nn.RNN and torch.nn.GRU(bias=False) (tests).
+  equal to torch.nn.RNN and torch.nn.GRU(bias=False) given the same weights (tests). Their
+  source's maps are nn.Linear layers at their default initialization, U(±1/sqrt(fan_in)).
+
+The gates of a cell live in one matrix (W: all four input maps, U: all four recurrent maps),
+which the fused recurrence needs. LAMB, which scales each tensor's step by its own norm, is told
+the blocks (`lamb_blocks`), so its trust ratios are the source's per-gate ones.
 
 Each cell's `step` is the reference (and what decoding from a state runs). From a fresh state
 (training, whole-sequence evaluation) a layer runs as one autograd Function whose backward
@@ -41,7 +48,7 @@ class SourceLSTMCell(nn.Module):
             assert d_ff == d_model, "the standard cell's long state is as wide as its short one"
             self.register_buffer("h0", torch.zeros(d_model), persistent=False)
             self.register_buffer("c0", torch.zeros(d_ff), persistent=False)
-            bound = d_model ** -0.5  # torch.nn.LSTM's U(-1/sqrt(d), 1/sqrt(d))
+            bound = (d_in + d_model) ** -0.5  # nn.Linear(d_x + d_h, d_h)'s default, per gate
             for p in (self.W.weight, self.W.bias, self.U.weight):
                 nn.init.uniform_(p, -bound, bound)
             return
@@ -49,17 +56,28 @@ class SourceLSTMCell(nn.Module):
         self.out = nn.Linear(d_ff, d_model)              # the cell's output
         self.h0 = nn.Parameter(torch.zeros(d_model))
         self.c0 = nn.Parameter(torch.zeros(d_ff))
-        self.reset_gates(input_init)
+        self.reset(input_init)
 
-    def reset_gates(self, input_init: str) -> None:
+    def reset(self, input_init: str) -> None:
+        """The expr source's initialization. input_init "kaiming" (its LSTM): input weights and
+        the output map kaiming_uniform_ at its defaults; "normal" (inside ReTran): both N(0, 0.02).
+        Either way: recurrent weights and the next-state map orthogonal, the forget gate's bias 1,
+        every other bias 0."""
         for gate in self.U.weight.data.split(self.d_ff):  # gate order: i, f, o, g
             nn.init.orthogonal_(gate)
-        if input_init == "kaiming":
-            nn.init.kaiming_uniform_(self.W.weight)
-        else:
-            nn.init.normal_(self.W.weight, 0.0, 0.02)
-        nn.init.zeros_(self.W.bias)
+        nn.init.orthogonal_(self.P.weight)
+        for w in (self.W.weight, self.out.weight):
+            if input_init == "kaiming":
+                nn.init.kaiming_uniform_(w)
+            else:
+                nn.init.normal_(w, 0.0, 0.02)
+        for b in (self.W.bias, self.P.bias, self.out.bias):
+            nn.init.zeros_(b)
         nn.init.ones_(self.W.bias.data[self.d_ff:2 * self.d_ff])  # forget gate starts open
+
+    def lamb_blocks(self) -> dict:
+        """The tensors that hold one block per gate, for LAMB's per-tensor trust ratios."""
+        return {self.W.weight: 4, self.W.bias: 4, self.U.weight: 4}
 
     def initial(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.h0.expand(batch, -1), self.c0.expand(batch, -1)
@@ -100,8 +118,9 @@ class SourceLSTMCell(nn.Module):
 
 
 class _ZeroStartCell(nn.Module):
-    """A cell whose state is one vector h that starts at zero (its products are skipped), with
-    torch.nn.RNN's initialization U(-1/sqrt(d), 1/sqrt(d)) of every parameter."""
+    """A cell whose state is one vector h that starts at zero (its products are skipped). W and
+    U keep nn.Linear's initialization, as the charlm source's layers do: the input map
+    U(±1/sqrt(d_in)), the recurrent one U(±1/sqrt(d))."""
 
     zero_start = True
 
@@ -109,9 +128,6 @@ class _ZeroStartCell(nn.Module):
         super().__init__()
         self.d, self.W, self.U = d_model, W, U
         self.register_buffer("h0", torch.zeros(d_model), persistent=False)
-        bound = d_model ** -0.5
-        for p in self.parameters():
-            nn.init.uniform_(p, -bound, bound)
 
     def initial(self, batch: int) -> tuple[torch.Tensor]:
         return (self.h0.expand(batch, -1),)
@@ -236,7 +252,7 @@ class LSTMCore(RecurrentCore):
 
 def build(size: dict, *, vocab_size: int, dropout: float, max_len: int, pad_id: int) -> LanguageModel:
     core = LSTMCore(size["d_model"], size["d_ff"], size["layers"], dropout)
-    return LanguageModel(core, vocab_size, size["d_model"], dropout, pad_id)
+    return LanguageModel(core, vocab_size, size["d_model"], pad_id)
 
 
 def build_standard(size: dict, *, vocab_size: int, dropout: float, max_len: int,
@@ -245,7 +261,7 @@ def build_standard(size: dict, *, vocab_size: int, dropout: float, max_len: int,
     d -> V with bias."""
     d = size["d_model"]
     core = LSTMCore(d, d, size["layers"], dropout, standard=True)
-    return LanguageModel(core, vocab_size, d, dropout, pad_id, logit_scale=False, head_bias=True)
+    return LanguageModel(core, vocab_size, d, pad_id, logit_scale=False, head_bias=True)
 
 
 def build_rnn(size: dict, *, vocab_size: int, dropout: float, max_len: int, pad_id: int,
@@ -256,7 +272,7 @@ def build_rnn(size: dict, *, vocab_size: int, dropout: float, max_len: int, pad_
     Cell = {"elman": ElmanCell, "gru": GRUCell}[cell]
     e, d = size["d_embed"], size["d_model"]
     core = RecurrentCore((Cell(e if i == 0 else d, d) for i in range(size["layers"])), dropout)
-    return LanguageModel(core, vocab_size, d, dropout, pad_id, logit_scale=False, head_bias=True,
+    return LanguageModel(core, vocab_size, d, pad_id, logit_scale=False, head_bias=True,
                          d_embed=e)
 
 

@@ -211,7 +211,7 @@ def build(size: dict, *, vocab_size: int, dropout: float, max_len: int, pad_id: 
     core = ReTranCore(ReTranConfig(
         d_model=size["d_model"], d_ff=size["d_ff"], d_sa=size["d_sa"], layers=size["layers"],
         heads=size["heads"], dropout=dropout, max_len=max_len))
-    model = LanguageModel(core, vocab_size, size["d_model"], dropout, pad_id)
+    model = LanguageModel(core, vocab_size, size["d_model"], pad_id)
     # "Attention init as GPT"; the cell's input weights N(0, 0.02); the wrapper keeps defaults.
     for layer in core.layers:
         gpt2_init(layer.attn, size["layers"])

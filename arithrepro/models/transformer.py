@@ -50,8 +50,16 @@ class TransformerConfig:
     dropout: float = 0.0
     """Rate on the attention weights, after the attention, inside the MLP and after it."""
     prenorm: bool = False
-    """Pre-norm blocks and a final LayerNorm (abacus, looped, gpt-sin, nanogpt); False:
-    post-norm blocks (expr's gpt)."""
+    """Pre-norm blocks (abacus, looped, gpt-sin, nanogpt); False: post-norm blocks (expr's gpt)."""
+    final_norm: bool = True
+    """A pre-norm core ends with a LayerNorm (gpt-sin, nanogpt); False: its last block's output
+    goes to the head as it is (abacus, the looped task's nn.TransformerEncoder)."""
+    norm_eps: float = 1e-5
+    """The LayerNorms' eps (abacus: 1e-12, its source's)."""
+    activation: str = "gelu"
+    """The MLP's nonlinearity: "gelu" (exact) or "relu" (nn.TransformerEncoderLayer's default)."""
+    attn_bias: bool = True
+    """Biases in the q, k, v and output projections (False: nanogpt)."""
     rope: bool = True
     """Rotary q and k (gpt, ReTran); False: the positions come with the embedding (abacus,
     gpt-sin, nanogpt, the standard encoder) or from the window (looped)."""
@@ -132,17 +140,23 @@ class LayerNorm(nn.Module):
 
 
 def layer_norm(cfg: TransformerConfig) -> nn.Module:
-    return (LayerNorm if cfg.norm == "equation" else nn.LayerNorm)(cfg.d_model)
+    return (LayerNorm if cfg.norm == "equation" else nn.LayerNorm)(cfg.d_model, eps=cfg.norm_eps)
+
+
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
 
 
 class SinusoidalPositions(nn.Module):
-    """Fixed positions added to the token embedding: sin on even, cos on odd dimensions,
-    frequencies base^(-2i/d). No parameters; a buffer that is not saved."""
+    """Fixed positions added to the token embedding: dimensions 2k and 2k + 1 hold
+    sin(pos / base^(k/d)) and cos(pos / base^(k/d)), the modular source's formula (Vaswani et
+    al. divide by base^(2k/d), which spans the frequencies twice as fast). No parameters; a
+    buffer that is not saved."""
 
     def __init__(self, d_model: int, max_len: int, base: float = 10000.0):
         super().__init__()
         pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
-        freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
+        k = torch.arange((d_model + 1) // 2, dtype=torch.float32)
+        freq = torch.exp(k * (-math.log(base) / d_model))
         table = torch.zeros(max_len, d_model)
         table[:, 0::2] = torch.sin(pos * freq)
         table[:, 1::2] = torch.cos(pos * freq[: d_model // 2])
@@ -196,10 +210,10 @@ class Attention(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.heads, self.head_dim, self.dropout = cfg.heads, cfg.d_sa // cfg.heads, cfg.dropout
-        self.q = nn.Linear(cfg.d_model, cfg.d_sa)
-        self.k = nn.Linear(cfg.d_model, cfg.d_sa)
-        self.v = nn.Linear(cfg.d_model, cfg.d_sa)
-        self.o = nn.Linear(cfg.d_sa, cfg.d_model)
+        self.q = nn.Linear(cfg.d_model, cfg.d_sa, bias=cfg.attn_bias)
+        self.k = nn.Linear(cfg.d_model, cfg.d_sa, bias=cfg.attn_bias)
+        self.v = nn.Linear(cfg.d_model, cfg.d_sa, bias=cfg.attn_bias)
+        self.o = nn.Linear(cfg.d_sa, cfg.d_model, bias=cfg.attn_bias)
         self.rope = rotary(self.head_dim, cfg.max_len) if cfg.rope else None
         self.causal, self.window = cfg.causal, cfg.window
         self.offset_bias = nn.Parameter(torch.zeros(cfg.heads, cfg.window)) if cfg.window else None
@@ -221,7 +235,7 @@ class Attention(nn.Module):
     def kv_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         # k and v in one matmul: the same maths as two, half the kernel launches. Sequential
         # callers build this once per forward, not once per step.
-        return torch.cat([self.k.weight, self.v.weight]), torch.cat([self.k.bias, self.v.bias])
+        return torch.cat([self.k.weight, self.v.weight]), _bias(self.k, self.v)
 
     def key_value(self, x: torch.Tensor, pos, kv_weights=None) -> tuple[torch.Tensor, torch.Tensor]:
         k, v = F.linear(x, *(kv_weights or self.kv_weights())).chunk(2, dim=-1)
@@ -235,7 +249,7 @@ class Attention(nn.Module):
         if self.rope is None:
             return (self.query(x, pos), *self.key_value(x, pos))
         w = torch.cat([self.q.weight, self.k.weight, self.v.weight])
-        b = torch.cat([self.q.bias, self.k.bias, self.v.bias])
+        b = _bias(self.q, self.k, self.v)
         heads = F.linear(x, w, b).view(*x.shape[:-1], 3 * self.heads, self.head_dim)
         # split, not slicing: a slice's backward fills a zero tensor of the whole input
         qk, v = heads.split([2 * self.heads, self.heads], dim=2)
@@ -318,6 +332,11 @@ class Attention(nn.Module):
         return self.attend_manual(q, k, v, self.causal)
 
 
+def _bias(*linears: nn.Linear) -> torch.Tensor | None:
+    """The linears' biases stacked as one linear's (None when they have none)."""
+    return None if linears[0].bias is None else torch.cat([m.bias for m in linears])
+
+
 def _attention_with_dropout(q, k, v, bias: torch.Tensor | None, p: float) -> torch.Tensor:
     """softmax(q k^T / sqrt(hs) + bias) with dropout of rate p on the weights, times v; bias
     (Tq, Tk) is additive (0 or -inf), or None.
@@ -354,7 +373,8 @@ class Block(nn.Module):
         super().__init__()
         self.attn = Attention(cfg)
         self.ln1 = layer_norm(cfg)
-        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.ff_bias), nn.GELU(),
+        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.ff_bias),
+                                ACTIVATIONS[cfg.activation](),
                                 Dropout(cfg.dropout),
                                 nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.ff_bias))
         self.ln2 = layer_norm(cfg)
@@ -401,7 +421,7 @@ class TransformerCore(nn.Module):
 
     inject: add the core's input (the embedded sequence) to the block stack's input at every
     recurrence after the first, so a deep loop does not forget the problem. Pre-norm cores end
-    with a LayerNorm. `recurrences` is an attribute: evaluation may change it (more or fewer
+    with a LayerNorm unless cfg.final_norm is False. `recurrences` is an attribute: evaluation may change it (more or fewer
     loops than in training); a decoding state is sized for the value at init_state time.
     """
 
@@ -409,7 +429,7 @@ class TransformerCore(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
-        self.norm = layer_norm(cfg) if cfg.prenorm else nn.Identity()
+        self.norm = layer_norm(cfg) if cfg.prenorm and cfg.final_norm else nn.Identity()
         self.causal, self.recurrences, self.inject = cfg.causal, cfg.recurrences, cfg.inject
 
     @property
@@ -459,9 +479,9 @@ class TransformerCore(nn.Module):
                 for _ in range(self.recurrences * len(self.blocks))]
 
 
-def gpt2_init(model: nn.Module, layers: int, mlp_out: bool = False) -> None:
-    """GPT-2 initialization: N(0, 0.02) everywhere, attention outputs N(0, 0.02/sqrt(2L)), and
-    with mlp_out (nanoGPT) the MLP's output projections too."""
+def gpt2_init(model: nn.Module, layers: int) -> None:
+    """The expr source's GPT-2 initialization: N(0, 0.02) everywhere, zero biases, attention
+    outputs N(0, 0.02/sqrt(2L))."""
     for m in model.modules():
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, 0.0, 0.02)
@@ -473,8 +493,33 @@ def gpt2_init(model: nn.Module, layers: int, mlp_out: bool = False) -> None:
     for m in model.modules():
         if isinstance(m, Attention):
             nn.init.normal_(m.o.weight, 0.0, 0.02 / math.sqrt(2 * layers))
-        if mlp_out and isinstance(m, Block):
-            nn.init.normal_(m.ff[-1].weight, 0.0, 0.02 / math.sqrt(2 * layers))
+
+
+def normal_init(model: nn.Module, std: float = 0.02) -> None:
+    """The charlm source's nanoGPT initialization: every nn.Linear and nn.Embedding weight
+    N(0, std); biases keep nn.Linear's default, LayerNorms theirs, no residual scaling."""
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, std)
+
+
+def encoder_init(core: TransformerCore) -> None:
+    """nn.TransformerEncoder's initialization of its layers, for a core built with PyTorch's
+    defaults: nn.MultiheadAttention draws its packed (3 d_sa, d) in-projection
+    xavier-uniform, as one matrix, with zero biases, and zeroes its output projection's bias
+    (the weight keeps nn.Linear's default); the MLP and LayerNorms keep theirs. The encoder then
+    deep-copies one layer, so every block starts with the same weights."""
+    for block in core.blocks:
+        attn = block.attn
+        packed = torch.empty(3 * attn.q.out_features, attn.q.in_features)
+        nn.init.xavier_uniform_(packed)
+        for linear, w in zip((attn.q, attn.k, attn.v), packed.chunk(3)):
+            linear.weight.data.copy_(w)
+        for linear in (attn.q, attn.k, attn.v, attn.o):
+            nn.init.zeros_(linear.bias)
+    first = core.blocks[0].state_dict()
+    for block in core.blocks[1:]:
+        block.load_state_dict(first)
 
 
 def build_sinusoidal(size: dict, *, dropout: float, vocab_size: int, max_len: int,
@@ -487,7 +532,7 @@ def build_sinusoidal(size: dict, *, dropout: float, vocab_size: int, max_len: in
     core = TransformerCore(TransformerConfig(
         d_model=d, d_ff=4 * d, layers=size["layers"], heads=size["heads"], dropout=dropout,
         max_len=max_len, prenorm=True, rope=False, ff_bias=False, norm="equation"))
-    model = LanguageModel(core, vocab_size, d, dropout, pad_id,
+    model = LanguageModel(core, vocab_size, d, pad_id,
                           positions=SinusoidalPositions(d, max_len), logit_scale=False,
                           head_bias=True)
     return model  # PyTorch's default initialization: embeddings N(0, 1) stand out of the positions
@@ -496,15 +541,16 @@ def build_sinusoidal(size: dict, *, dropout: float, vocab_size: int, max_len: in
 def build_nanogpt(size: dict, *, dropout: float, vocab_size: int, max_len: int,
                   pad_id: int) -> LanguageModel:
     """The charlm source's nanoGPT: learned positions (block size = max_len), pre-norm blocks
-    with biases everywhere and a GELU MLP 4x, fused attention, a final LayerNorm, and a bias-free
-    head tied to the token embedding; nanoGPT's initialization."""
+    whose attention projections have no biases and whose GELU MLP 4x has, fused attention, a
+    final LayerNorm, and a bias-free head tied to the token embedding; the source's
+    initialization (normal_init)."""
     d, L = size["d_model"], size["layers"]
     core = TransformerCore(TransformerConfig(
         d_model=d, d_ff=4 * d, layers=L, heads=size["heads"], dropout=dropout, max_len=max_len,
-        prenorm=True, rope=False))
-    model = LanguageModel(core, vocab_size, d, dropout, pad_id,
+        prenorm=True, rope=False, attn_bias=False))
+    model = LanguageModel(core, vocab_size, d, pad_id,
                           positions=LearnedPositions(d, max_len), logit_scale=False, tie=True)
-    gpt2_init(model, L, mlp_out=True)
+    normal_init(model)
     return model
 
 
@@ -513,6 +559,6 @@ def build(size: dict, *, dropout: float, vocab_size: int, max_len: int, pad_id: 
     core = TransformerCore(TransformerConfig(
         d_model=size["d_model"], d_ff=size["d_ff"], d_sa=size["d_sa"], layers=size["layers"],
         heads=size["heads"], dropout=dropout, max_len=max_len))
-    model = LanguageModel(core, vocab_size, size["d_model"], dropout, pad_id)
+    model = LanguageModel(core, vocab_size, size["d_model"], pad_id)
     gpt2_init(model, size["layers"])
     return model

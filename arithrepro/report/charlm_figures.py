@@ -25,7 +25,11 @@ def compute_markdown(frame: pd.DataFrame, device: str) -> str:
            "FLOPs by a formula and as counted by torch (matmuls, head and attention included); "
            "the `formula` column says whose: the source's (RNN with g = 1, transformer) or this "
            "project's GRU extension (the source's RNN formula with g = 3, one matrix per gate); "
-           "sequential matmuls by the same count; time = median seconds per token, the device "
+           "sequential matmuls: the source's counts, recurrent T·L to generate and 2·T·L to "
+           "train (backpropagation through time is sequential too), transformer 6·L per forward "
+           "pass and 6·L per backward pass, 12·L to train; to generate T tokens the source "
+           "answered 6·L (one pass), this table counts the T cached passes that generating "
+           "takes, one per token, 6·L·T. Time = median seconds per token, the device "
            "synchronized around each measurement. "
            "`x` columns: relative to the model with the fewest counted FLOPs at that T; where "
            "time grows much less (or more) than FLOPs, the FLOP count does not predict the cost.\n"]

@@ -2,8 +2,12 @@
 bar) and best metrics against it, one pair per study; drawn from metrics/summary.csv and
 plots/modular/curves/<study>/<cell>.csv.
 
-Curves are the mean over seeds at each evaluated step; training solid, validation dashed. The
-sanity curves also shade the lowest to the highest seed: with two seeds a std says little.
+Curves are the mean over seeds at each evaluated step; the sanity and sweep curves (not the
+orders ones) have a band of ± 1 population std over the seeds where a cell has two or more (the
+source's "average and a standard deviation around it"; the tables' std, so two seeds' band spans
+exactly the two); training solid, validation dashed. The metrics are the source's eight per run:
+best loss L and accuracy A (train and val) and the first step t_f reaching each, the mean over
+seeds.
 """
 
 from __future__ import annotations
@@ -14,13 +18,19 @@ from pathlib import Path
 import pandas as pd
 
 from arithrepro.report.plotting import (STYLE, pyplot, read_csv, save, seed_note,
-                                       seeds_per_cell, arch_style, display_name, seed_spread,
-                                       shade_spread)
+                                       seeds_per_cell, arch_style, display_name, shade_spread)
 from arithrepro.report.modular_tables import budgets_of, study_rows
 
 SPLIT_LINE = {"train": "-", "val": "--"}
+SPLITS = ("train", "val")
 LABEL = {"r_train": "training fraction r_train", "d_model": "width d", "layers": "layers L",
          "batch_size": "batch size B", "weight_decay": "weight decay"}
+# The source's per-run quantities, each for train and val: the record's column is
+# <split>_<quantity> (and a<alpha>_<split>_<quantity> within the first alpha*T steps).
+QUANTITY = {"loss": "best loss L (log scale)", "acc": "best accuracy A",
+            "loss_step": "t_f(L): first step at best loss",
+            "acc_step": "t_f(A): first step at best accuracy"}
+MARKERS = ["o", "s", "^", "D", "v"]
 
 
 def _name(model: str) -> str:
@@ -50,9 +60,34 @@ def _curves(rows: pd.DataFrame, curve_dir: Path) -> dict:
             for key, runs in _runs(rows, curve_dir).items()}
 
 
-def _note(rows: pd.DataFrame, what: str = "mean") -> str:
-    """E.g. 'mean over 2 seeds', from the seeds of each (model, label) drawn."""
-    return seed_note(seeds_per_cell(rows), what)
+def _spread(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per step: n, mean, and low / high = mean ∓ the population std over the seeds (ddof 0,
+    as the tables; seed_spread's std is the sample one)."""
+    g = runs.dropna(subset=[metric]).groupby("step")[metric]
+    out = g.agg(["count", "mean"]).rename(columns={"count": "n"})
+    std = g.std(ddof=0).fillna(0)
+    out["low"], out["high"] = out["mean"] - std, out["mean"] + std
+    return out.reset_index()
+
+
+def _band_line(ax, runs: pd.DataFrame, metric: str, **kw) -> None:
+    """The seeds' mean of `metric` over steps, its ± std band behind it (none for one seed)."""
+    spread = _spread(runs, metric)
+    ax.plot(spread["step"], spread["mean"], **kw)
+    # clipped to what the metric can take: no band past 100 % accuracy or below zero loss
+    bounds = (0, 1) if metric.endswith("_acc") else (0, math.inf)
+    shade_spread(ax, spread, "step", kw["color"], bounds=bounds)
+
+
+def _banded(rows: pd.DataFrame) -> bool:
+    return bool(seeds_per_cell(rows).max() > 1)
+
+
+def _note(rows: pd.DataFrame, band: bool = False) -> str:
+    """E.g. 'mean over 2 seeds' (', band ± 1 std' with band), from the seeds of each
+    (model, label) drawn."""
+    note = seed_note(seeds_per_cell(rows), "mean")
+    return note + (", band ± 1 std" if band and _banded(rows) else "")
 
 
 def _colormap(values: list[float], log2: bool):
@@ -73,11 +108,17 @@ def _colorbar(fig, axes, mappable, key: str, values: list[float], log2: bool) ->
     bar.set_label(LABEL.get(key, key) + (" (log2 scale)" if log2 else ""))
 
 
-def _split_legend(ax) -> None:
+def _band_handle():
+    from matplotlib.patches import Patch
+
+    return Patch(color="0.3", alpha=0.2, linewidth=0, label="± 1 std over seeds")
+
+
+def _split_legend(ax, band: bool = False) -> None:
     from matplotlib.lines import Line2D
 
-    ax.legend(handles=[Line2D([], [], color="0.3", linestyle=SPLIT_LINE[s], label=s)
-                       for s in ("train", "val")], loc="best")
+    handles = [Line2D([], [], color="0.3", linestyle=SPLIT_LINE[s], label=s) for s in SPLITS]
+    ax.legend(handles=handles + ([_band_handle()] if band else []), loc="best")
 
 
 def _loss_axes(ax) -> None:
@@ -92,29 +133,46 @@ def _acc_axes(ax) -> None:
     ax.set_ylim(-0.03, 1.03)
 
 
+def _quantity_axes(ax, quantity: str, ylabel: bool = True) -> None:
+    """The y axis of one of the source's per-run quantities: log scale for the loss."""
+    if ylabel:
+        ax.set_ylabel(QUANTITY[quantity])
+    if quantity == "loss":
+        ax.set_yscale("log")
+    elif quantity == "acc":
+        ax.set_ylim(-0.03, 1.03)
+
+
+def _swept_x(ax, values, key: str, log2: bool) -> None:
+    ax.set_xlabel(LABEL.get(key, key))
+    if log2:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(values))
+    ax.get_xaxis().set_major_formatter(_plain_ticks())
+
+
 def sanity(plt, rows: pd.DataFrame, curve_dir: Path):
     fig, (lo, ac) = plt.subplots(1, 2, figsize=(11, 4.2))
     for (model, _), runs in _runs(rows, curve_dir).items():
         st = _style(model)
-        for split in ("train", "val"):
+        for split in SPLITS:
             kw = dict(color=st["color"], linestyle=SPLIT_LINE[split], label=f"{_name(model)} {split}")
-            for ax, metric in ((lo, f"{split}_loss"), (ac, f"{split}_acc")):
-                spread = seed_spread(runs, "step", metric, band="range")
-                ax.plot(spread["step"], spread["mean"], **kw)
-                shade_spread(ax, spread, "step", st["color"])
+            _band_line(lo, runs, f"{split}_loss", **kw)
+            _band_line(ac, runs, f"{split}_acc", **kw)
     _loss_axes(lo)
     _acc_axes(ac)
-    ac.legend(loc="lower right")
-    fig.suptitle(f"modular sanity: loss and accuracy over steps "
-                 f"({_note(rows, 'mean, shaded min–max')}), p = {int(rows['p'].iloc[0])}, "
-                 f"r_train = {rows['r_train'].iloc[0]:g}")
+    handles, _ = ac.get_legend_handles_labels()
+    ac.legend(handles=handles + ([_band_handle()] if _banded(rows) else []), loc="lower right")
+    fig.suptitle(f"modular sanity: loss and accuracy over steps ({_note(rows, band=True)}), "
+                 f"p = {int(rows['p'].iloc[0])}, r_train = {rows['r_train'].iloc[0]:g}")
     return fig
 
 
 def swept_curves(plt, rows: pd.DataFrame, curve_dir: Path, key: str, log2: bool, study: str,
                  norm: bool = False):
-    """A row per model: loss, accuracy (and parameter norm), one colour per swept value."""
-    curves = _curves(rows, curve_dir)
+    """A row per model: loss, accuracy (and parameter norm), one colour per swept value, each
+    the mean over seeds with its ± std band."""
+    runs = _runs(rows, curve_dir)
     models = list(dict.fromkeys(rows["model"]))
     values = sorted(rows[key].unique())
     colour, mappable = _colormap(values, log2)
@@ -124,26 +182,28 @@ def swept_curves(plt, rows: pd.DataFrame, curve_dir: Path, key: str, log2: bool,
     value_of = {(m, lab): float(g[key].iloc[0]) for (m, lab), g in rows.groupby(["model", "size"])}
     for i, model in enumerate(models):
         lo, ac = axes[i][0], axes[i][1]
-        for (m, label), c in curves.items():
+        for (m, label), r in runs.items():
             if m != model:
                 continue
             col = colour(value_of[(m, label)])
-            for split in ("train", "val"):
-                lo.plot(c["step"], c[f"{split}_loss"], color=col, linestyle=SPLIT_LINE[split], lw=1.4)
-                ac.plot(c["step"], c[f"{split}_acc"], color=col, linestyle=SPLIT_LINE[split], lw=1.4)
+            for split in SPLITS:
+                kw = dict(color=col, linestyle=SPLIT_LINE[split], lw=1.4)
+                _band_line(lo, r, f"{split}_loss", **kw)
+                _band_line(ac, r, f"{split}_acc", **kw)
             if norm:
-                axes[i][2].plot(c["step"], c["param_norm"], color=col, lw=1.6)
+                _band_line(axes[i][2], r, "param_norm", color=col, lw=1.6)
         _loss_axes(lo)
         _acc_axes(ac)
         lo.set_title(f"{_name(model)}: loss")
         ac.set_title(f"{_name(model)}: accuracy")
-        _split_legend(ac)
+        _split_legend(ac, _banded(rows))
         if norm:
             axes[i][2].set_title(f"{_name(model)}: parameter norm ‖θ‖₂")
             axes[i][2].set_xlabel("step")
             axes[i][2].set_ylabel("‖θ‖₂")
     _colorbar(fig, axes, mappable, key, values, log2)
-    fig.suptitle(f"modular {study}: curves coloured by {LABEL.get(key, key)} ({_note(rows)})")
+    fig.suptitle(f"modular {study}: curves coloured by {LABEL.get(key, key)} "
+                 f"({_note(rows, band=True)})")
     return fig
 
 
@@ -153,30 +213,28 @@ def _seed_mean(rows: pd.DataFrame, by: list[str], columns: list[str]) -> pd.Data
     return rows[[*by, *columns]].groupby(by, as_index=False).mean()
 
 
+def _eight(prefix: str = "") -> list[str]:
+    """The source's eight per-run metrics' columns (within a budget with prefix a<alpha>_)."""
+    return [f"{prefix}{split}_{q}" for split in SPLITS for q in QUANTITY]
+
+
 def metrics_vs(plt, rows: pd.DataFrame, key: str, log2: bool, study: str):
-    """Best loss, best accuracy and the step reaching the best accuracy against the swept key,
-    a line per model and split."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    mean = _seed_mean(rows, ["model", key], [f"{split}_{m}" for split in ("train", "val")
-                                              for m in ("loss", "acc", "acc_step")])
+    """The eight metrics against the swept key: best loss and the step reaching it (top), best
+    accuracy and the step reaching it (bottom), a line per model and split."""
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.6))
+    panel = {"loss": axes[0][0], "loss_step": axes[0][1], "acc": axes[1][0], "acc_step": axes[1][1]}
+    mean = _seed_mean(rows, ["model", key], _eight())
     for model, g in mean.groupby("model", sort=False):
         g = g.sort_values(key)
         for split, marker in (("train", "o"), ("val", "s")):
             kw = dict(color=_style(model)["color"], marker=marker, ms=4,
                       linestyle=SPLIT_LINE[split], label=f"{_name(model)} {split}")
-            axes[0].plot(g[key], g[f"{split}_loss"], **kw)
-            axes[1].plot(g[key], g[f"{split}_acc"], **kw)
-            axes[2].plot(g[key], g[f"{split}_acc_step"], **kw)
-    for ax, ylabel in zip(axes, ("best loss", "best accuracy", "first step at best accuracy")):
-        ax.set_xlabel(LABEL.get(key, key))
-        ax.set_ylabel(ylabel)
-        if log2:
-            ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(rows[key].unique()))
-        ax.get_xaxis().set_major_formatter(_plain_ticks())
-    axes[0].set_yscale("log")
-    axes[1].set_ylim(-0.03, 1.03)
-    axes[1].legend(fontsize=7, loc="best")
+            for q, ax in panel.items():
+                ax.plot(g[key], g[f"{split}_{q}"], **kw)
+    for q, ax in panel.items():
+        _quantity_axes(ax, q)
+        _swept_x(ax, rows[key].unique(), key, log2)
+    panel["acc"].legend(fontsize=7, loc="best")
     fig.suptitle(f"modular {study}: metrics against {LABEL.get(key, key)} ({_note(rows)})")
     return fig
 
@@ -195,7 +253,7 @@ def orders(plt, rows: pd.DataFrame, curve_dir: Path):
     shades = {k: c for k, c in zip(orders_, ("#d95f02", "#7570b3", "#e7298a"))}
     for i, ((model, _), c) in enumerate(curves.items()):
         lo, ac = axes[i]
-        for split in ("train", "val"):
+        for split in SPLITS:
             kw = dict(color="0.15", linestyle=SPLIT_LINE[split], lw=2)
             lo.plot(c["step"], c[f"{split}_loss"], label=f"all orders, {split}", **kw)
             ac.plot(c["step"], c[f"{split}_acc"], label=f"all orders, {split}", **kw)
@@ -214,92 +272,128 @@ def orders(plt, rows: pd.DataFrame, curve_dir: Path):
 
 
 def size_curves(plt, rows: pd.DataFrame, curve_dir: Path):
-    """A row per model, a column per L: accuracy curves coloured by d (log2)."""
-    curves = _curves(rows, curve_dir)
+    """A column per L; per model a row of loss (log scale) and one of accuracy over steps,
+    coloured by d (log2), each the mean over seeds with its ± std band."""
+    runs = _runs(rows, curve_dir)
     models = list(dict.fromkeys(rows["model"]))
     Ls = sorted(rows["layers"].unique())
     ds = sorted(rows["d_model"].unique())
     colour, mappable = _colormap(ds, True)
-    fig, axes = plt.subplots(len(models), len(Ls), figsize=(4.6 * len(Ls) + 1.5, 3.6 * len(models)),
-                             squeeze=False, sharey=True)
+    fig, axes = plt.subplots(2 * len(models), len(Ls), squeeze=False, sharey="row",
+                             figsize=(4.6 * len(Ls) + 1.5, 3.3 * 2 * len(models)))
     arch = {(m, lab): g.iloc[0] for (m, lab), g in rows.groupby(["model", "size"])}
-    for (m, label), c in curves.items():
-        r = arch[(m, label)]
-        ax = axes[models.index(m)][Ls.index(r["layers"])]
-        for split in ("train", "val"):
-            ax.plot(c["step"], c[f"{split}_acc"], color=colour(r["d_model"]),
-                    linestyle=SPLIT_LINE[split], lw=1.4)
+    for (m, label), r in runs.items():
+        a = arch[(m, label)]
+        i, j = 2 * models.index(m), Ls.index(a["layers"])
+        for split in SPLITS:
+            kw = dict(color=colour(a["d_model"]), linestyle=SPLIT_LINE[split], lw=1.4)
+            _band_line(axes[i][j], r, f"{split}_loss", **kw)
+            _band_line(axes[i + 1][j], r, f"{split}_acc", **kw)
     for i, m in enumerate(models):
         for j, L in enumerate(Ls):
-            ax = axes[i][j]
-            _acc_axes(ax)
-            ax.set_title(f"{_name(m)}, L = {int(L)}")
-        _split_legend(axes[i][0])
+            lo, ac = axes[2 * i][j], axes[2 * i + 1][j]
+            _loss_axes(lo)
+            _acc_axes(ac)
+            lo.set_title(f"{_name(m)}, L = {int(L)}: loss")
+            ac.set_title(f"{_name(m)}, L = {int(L)}: accuracy")
+            if j:
+                lo.set_ylabel("")
+                ac.set_ylabel("")
+        _split_legend(axes[2 * i + 1][0], _banded(rows))
     _colorbar(fig, axes, mappable, "d_model", ds, True)
-    fig.suptitle(f"modular size: accuracy over steps per depth, coloured by width ({_note(rows)})")
+    fig.suptitle(f"modular size: loss and accuracy over steps per depth, coloured by width "
+                 f"({_note(rows, band=True)})")
     return fig
 
 
+def _size_means(rows: pd.DataFrame) -> pd.DataFrame:
+    return _seed_mean(rows, ["model", "layers", "d_model"], [*_eight(), "params"])
+
+
 def size_metrics(plt, rows: pd.DataFrame):
-    """Best validation accuracy and the step reaching it against d (a line per L), against L (a
-    line per d) and against P."""
-    mean = _seed_mean(rows, ["model", "layers", "d_model"], ["val_acc", "val_acc_step", "params"])
-    fig, axes = plt.subplots(2, 3, figsize=(15, 7.6))
-    markers = ["o", "s", "^", "D", "v"]
+    """The eight metrics against d (a line per L) and against L (a line per d): a row per
+    quantity (best loss, best accuracy, their t_f), train and val in columns of their own."""
+    mean = _size_means(rows)
+    fig, axes = plt.subplots(4, 4, figsize=(16, 13.5), sharey="row")
     for model, g in mean.groupby("model", sort=False):
-        st = _style(model)
-        for row, metric in enumerate(("val_acc", "val_acc_step")):
-            for j, (L, sub) in enumerate(g.groupby("layers")):
-                sub = sub.sort_values("d_model")
-                axes[row][0].plot(sub["d_model"], sub[metric], color=st["color"],
-                                  marker=markers[j % 5], label=f"{_name(model)}, L = {int(L)}")
-            for j, (d, sub) in enumerate(g.groupby("d_model")):
-                sub = sub.sort_values("layers")
-                axes[row][1].plot(sub["layers"], sub[metric], color=st["color"],
-                                  marker=markers[j % 5], label=f"{_name(model)}, d = {int(d)}")
-            axes[row][2].scatter(g["params"], g[metric], color=st["color"], label=_name(model))
-    for row, ylabel in enumerate(("best validation accuracy", "first step at best val. accuracy")):
-        axes[row][0].set_xscale("log", base=2)
-        axes[row][0].set_xticks(sorted(rows["d_model"].unique()))
-        axes[row][0].get_xaxis().set_major_formatter(_plain_ticks())
-        axes[row][1].set_xticks(sorted(rows["layers"].unique()))
-        axes[row][2].set_xscale("log")
-        for ax, xlabel in zip(axes[row], ("width d", "layers L", "parameters P (no embedding)")):
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(ylabel)
-    for ax in axes[0]:
-        ax.set_ylim(-0.03, 1.03)
-        ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"modular size: metrics against width, depth and parameter count ({_note(rows)})")
+        color = _style(model)["color"]
+        for x, lines, col0, short in (("d_model", "layers", 0, "L"), ("layers", "d_model", 2, "d")):
+            for k, (v, sub) in enumerate(g.groupby(lines)):
+                sub = sub.sort_values(x)
+                for row, q in enumerate(QUANTITY):
+                    for c, split in enumerate(SPLITS):
+                        axes[row][col0 + c].plot(sub[x], sub[f"{split}_{q}"], color=color,
+                                                 marker=MARKERS[k % 5], ms=5,
+                                                 linestyle=SPLIT_LINE[split],
+                                                 label=f"{_name(model)}, {short} = {int(v)}")
+    for row, q in enumerate(QUANTITY):
+        for c, ax in enumerate(axes[row]):
+            _quantity_axes(ax, q, ylabel=c == 0)
+            x, log2 = (("d_model", True), ("d_model", True), ("layers", False), ("layers", False))[c]
+            _swept_x(ax, rows[x].unique(), x, log2)
+            ax.set_title(f"{('train', 'val')[c % 2]}, against {('d', 'L')[c // 2]}", fontsize=10)
+    for col, where in ((0, "outside lower left"), (2, "outside lower right")):
+        handles, labels = axes[0][col].get_legend_handles_labels()
+        fig.legend(handles, labels, loc=where, ncols=3, fontsize=8,
+                   title="against d: a line per L" if col == 0 else "against L: a line per d")
+    fig.suptitle("modular size: metrics against width d and depth L, train solid and val dashed "
+                 f"({_note(rows)})")
+    return fig
+
+
+def size_params(plt, rows: pd.DataFrame):
+    """The eight metrics against the parameter count P (no embedding): a column per quantity,
+    train on top and val below, a point per (model, L, d), the marker telling L."""
+    mean = _size_means(rows)
+    fig, axes = plt.subplots(2, 4, figsize=(17, 7.8), sharey="col")
+    Ls = sorted(rows["layers"].unique())
+    for model, g in mean.groupby("model", sort=False):
+        color = _style(model)["color"]
+        for L, sub in g.groupby("layers"):
+            for r, split in enumerate(SPLITS):
+                for c, q in enumerate(QUANTITY):
+                    axes[r][c].scatter(sub["params"], sub[f"{split}_{q}"], color=color, s=28,
+                                       marker=MARKERS[Ls.index(L) % 5],
+                                       label=f"{_name(model)}, L = {int(L)}")
+    for r, split in enumerate(SPLITS):
+        for c, q in enumerate(QUANTITY):
+            ax = axes[r][c]
+            _quantity_axes(ax, q)
+            ax.set_xscale("log")
+            ax.set_xlabel("parameters P (no embedding)")
+            ax.set_title(split)
+    axes[0][1].legend(fontsize=7, loc="best")
+    fig.suptitle(f"modular size: metrics against the parameter count P ({_note(rows)})")
     return fig
 
 
 def compute_budgets(plt, rows: pd.DataFrame, budgets: list[float]):
-    """Best validation accuracy within the first alpha*T steps against B, a line per alpha."""
+    """The eight metrics within the first alpha*T steps against B, a line per alpha: a row per
+    quantity, a column per model and split."""
     models = list(dict.fromkeys(rows["model"]))
     colour, mappable = _colormap(budgets, False)
-    fig, axes = plt.subplots(1, len(models), figsize=(5.4 * len(models) + 1.5, 4.2), squeeze=False)
-    mean = _seed_mean(rows, ["model", "batch_size"], [f"a{a:g}_val_acc" for a in budgets])
-    for ax, model in zip(axes[0], models):
+    panels = [(m, s) for m in models for s in SPLITS]
+    fig, axes = plt.subplots(4, len(panels), figsize=(3.9 * len(panels) + 1.5, 12.5),
+                             squeeze=False, sharey="row")
+    mean = _seed_mean(rows, ["model", "batch_size"], [c for a in budgets for c in _eight(f"a{a:g}_")])
+    for c, (model, split) in enumerate(panels):
         g = mean[mean["model"] == model].sort_values("batch_size")
-        for a in budgets:
-            ax.plot(g["batch_size"], g[f"a{a:g}_val_acc"], color=colour(a), marker="o", ms=4)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(rows["batch_size"].unique()))
-        ax.get_xaxis().set_major_formatter(_plain_ticks())
-        ax.set_xlabel("batch size B")
-        ax.set_ylabel("best validation accuracy within α·T steps")
-        ax.set_ylim(-0.03, 1.03)
-        ax.set_title(_name(model))
+        for row, q in enumerate(QUANTITY):
+            ax = axes[row][c]
+            for a in budgets:
+                ax.plot(g["batch_size"], g[f"a{a:g}_{split}_{q}"], color=colour(a), marker="o", ms=4)
+            _quantity_axes(ax, q, ylabel=c == 0)
+            _swept_x(ax, rows["batch_size"].unique(), "batch_size", True)
+            ax.set_title(f"{_name(model)}, {split}")
     _colorbar(fig, axes, mappable, "budget α", budgets, False)
-    fig.suptitle(f"modular compute: validation accuracy against batch size per budget α "
-                 f"(T = {int(rows['steps'].iloc[0])}, {_note(rows)})")
+    fig.suptitle(f"modular compute: metrics within the first α·T steps against batch size\n"
+                 f"(a line per budget α, T = {int(rows['steps'].iloc[0])}, {_note(rows)})")
     return fig
 
 
 def render_modular(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir: Path) -> list[Path]:
     """plots/modular/<study>_curves.png and <study>_metrics.png for every study with records,
-    plus compute_budgets.png."""
+    plus compute_budgets.png and size_params.png."""
     out_dir = Path(out_dir)
     curve_dir = out_dir / "curves"
     plt = pyplot()
@@ -329,4 +423,5 @@ def render_modular(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_di
         if len(rows):
             keep(size_curves(plt, rows, curve_dir / "size"), "size_curves")
             keep(size_metrics(plt, rows), "size_metrics")
+            keep(size_params(plt, rows), "size_params")
     return written

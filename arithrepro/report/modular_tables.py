@@ -92,24 +92,37 @@ def table(summary: pd.DataFrame, study: str, swept: list[str], extra: list[tuple
     return header, body, bold
 
 
-def budget_table(summary: pd.DataFrame, budgets: list[float]) -> tuple:
-    """The compute study's A_val within the first alpha * T steps: a row per (model, B), a
-    column per alpha."""
+def budget_table(summary: pd.DataFrame, budgets: list[float], metric: str = "val_acc") -> tuple:
+    """One of the compute study's metrics within the first alpha * T steps (its record column
+    a<alpha>_<metric>): a row per (model, B), a column per alpha."""
     rows = study_rows(summary, "compute")
+    better = next(b for key, _, b in METRICS if key == metric)
     groups = _groups(rows, ["batch_size"])
     header = ["model", "B"] + [f"α = {a:g}" for a in budgets]
     body, means = [], []
     for (model, _), g in groups:
-        stats = [_stat([float(v) for v in g[f"a{a:g}_val_acc"].dropna()], "val_acc") for a in budgets]
+        stats = [_stat([float(v) for v in g[f"a{a:g}_{metric}"].dropna()], metric) for a in budgets]
         body.append([model, str(int(g["batch_size"].iloc[0]))] + [s[1] for s in stats])
         means.append([s[0] for s in stats])
     bold = [[False] * (2 + len(budgets)) for _ in body]
     for model in dict.fromkeys(b[0] for b in body):  # the best batch size at each budget, per model
         same = [i for i, b in enumerate(body) if b[0] == model]
         for j in range(len(budgets)):
-            for i, mark in zip(same, _best([means[i][j] for i in same], max)):
+            for i, mark in zip(same, _best([means[i][j] for i in same], better)):
                 bold[i][2 + j] = mark
     return header, body, bold
+
+
+# The compute study's per-budget tables: the source's eight metrics, each a table of its own
+# (a column per alpha; one table of them all would be 8 x 10 columns wide).
+BUDGET_METRICS = [m for m in METRICS if not m[0].startswith("dt_")]
+
+
+def _budget_caption(key: str, label: str) -> str:
+    best = ("the earliest" if key.endswith("_step") else "the lowest" if key.endswith("_loss")
+            else "the highest")
+    return (f"compute: {label} within the first α·T steps, mean ± std over seeds (per model and "
+            f"α, the batch size with {best} mean in bold)")
 
 
 def markdown(header, body, bold) -> str:
@@ -126,7 +139,7 @@ def markdown(header, body, bold) -> str:
 def latex(header, body, bold, caption: str, label: str) -> str:
     def tex(text: str) -> str:
         text = text.replace("_", r"\_").replace("±", r"$\pm$").replace("Δ", r"$\Delta$")
-        return text.replace("α", r"$\alpha$")
+        return text.replace("α·T", r"$\alpha \cdot T$").replace("α", r"$\alpha$")
 
     spec = "l" + "r" * (len(header) - 1)
     lines = [r"\begin{table}[t]", r"\centering", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
@@ -166,12 +179,11 @@ def write(summary: pd.DataFrame) -> tuple[str, str]:
         parts = table(summary, study, swept, extra)
         md += [f"## {title}\n", markdown(*parts), ""]
         tex += [latex(*parts, title, f"tab:modular-{study}"), ""]
-        if study == "compute" and budgets:
-            parts = budget_table(summary, budgets)
-            md += ["### compute: A_val within the first α·T steps (best B per model and α in bold)\n",
-                   markdown(*parts), ""]
-            tex += [latex(*parts, "compute: A_val within the first alpha T steps",
-                          "tab:modular-compute-budgets"), ""]
+        for key, label, _ in BUDGET_METRICS if study == "compute" and budgets else []:
+            parts = budget_table(summary, budgets, key)
+            caption = _budget_caption(key, label)
+            md += [f"### {caption}\n", markdown(*parts), ""]
+            tex += [latex(*parts, caption, f"tab:modular-compute-budgets-{key.replace('_', '-')}"), ""]
         if study == "data":
             md += [_data_verdict(study_rows(summary, "data")), ""]
     return "\n".join(md), "\n".join(tex)

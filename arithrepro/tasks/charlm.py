@@ -302,6 +302,23 @@ def _text(key: str, value) -> None:
         fail(key, value, "a non-empty string")
 
 
+def _prompt(key: str, value) -> None:
+    if value is not None and not (isinstance(value, str) and value):
+        fail(key, value, "a non-empty string or null (one random start token)")
+
+
+def _chars(key: str, value) -> None:
+    if value is not None:
+        integer(1)(key, value)
+
+
+def _rules(key: str, value) -> None:
+    if not isinstance(value, dict):
+        fail(key, value, f"a mapping of architecture names to a rule ({', '.join(RULES)})")
+    for name, rule in value.items():
+        choice(*RULES)(f"{key}.{name}", rule)
+
+
 def _schedules(key: str, value) -> None:
     if not isinstance(value, dict) or not value:
         fail(key, value, "a mapping of schedule names to {seq_length, steps}")
@@ -360,8 +377,9 @@ class CharLMTask(Task):
             "train": {"lr": number(0, lo_open=True), "batch_size": integer(1),
                       "dropout": number(0, 1, hi_open=True),
                       "eval_every": integer(1), "checkpoint_every": integer(1)},
-            "sample": {"prompt": _text, "chars": integer(1),
-                       "temperature": number(0, lo_open=True), "seed": integer(0)},
+            "sample": {"prompt": _prompt, "chars": _chars,
+                       "temperature": number(0, lo_open=True), "seed": integer(0),
+                       "rule": _rules},
             "attention": {"prompt": _text},
             "compute": {"repeats": integer(1)},
         }
@@ -378,6 +396,10 @@ class CharLMTask(Task):
                 if name not in known:
                     raise ParamsError(f"charlm.{key}: {name!r} is not one of charlm.{within} "
                                       f"({', '.join(known)})")
+        for name in m["sample"]["rule"]:
+            if name not in m["architectures"]:
+                raise ParamsError(f"charlm.sample.rule.{name}: not one of charlm.architectures "
+                                  f"({', '.join(m['architectures'])})")
         prompt = m["attention"]["prompt"]
         for r in runs(params):
             block = m["schedule"][r.label]["seq_length"]
@@ -502,3 +524,58 @@ def setup_run(spec: RunSpec, params: dict, ids, vocab_size: int, where: Placemen
                            t["batch_size"], 1, spec.seed, where.device, steps=sched["steps"])
     return (net, model, size, dims, data, cfg, batches,
             (lambda idx: Data.batch(data.val, idx), len(data.val)))
+
+
+# --- samples (charlm-sample) ---------------------------------------------------------------
+
+# How a run picks each next character: `softmax` draws it from softmax(logits / temperature)
+# (torch.multinomial, the source's RNNs and transformer), `greedy` takes the argmax (the source's
+# GRU). charlm.sample.rule names the architectures that do not draw from the softmax.
+RULES = ("softmax", "greedy")
+# The source's sample lengths: its RNNs write `length=100` characters in all, the random start
+# token included; its transformer writes `max_new_tokens=100` after the start token.
+SOURCE_LENGTH = 100
+
+
+def sample_rule(params: dict, model: str) -> str:
+    """The rule of architecture `model` (a name in charlm.architectures): softmax unless
+    charlm.sample.rule says otherwise."""
+    return params["charlm"]["sample"]["rule"].get(model, "softmax")
+
+
+def sample_chars(s: dict, arch: str) -> int:
+    """Characters a run of registry model `arch` generates after its prompt: charlm.sample.chars,
+    or (null) the source's: 99 for a recurrent model (100 in all after one start token),
+    100 for a transformer (one start token and 100 new)."""
+    if s["chars"] is not None:
+        return s["chars"]
+    return SOURCE_LENGTH if MODELS[arch].context == "max_len" else SOURCE_LENGTH - 1
+
+
+def sample_prompt(s: dict, vocab: Vocab, generator):
+    """The prompt's ids: charlm.sample.prompt encoded, or (null) one start token drawn uniformly
+    from the vocabulary with `generator` (torch.randint, as the source starts)."""
+    import torch
+
+    if s["prompt"] is None:
+        return torch.randint(vocab.size, (1,), generator=generator)
+    return vocab.encode(s["prompt"], "charlm.sample.prompt")
+
+
+def draw_sample(net, spec: RunSpec, params: dict, vocab: Vocab):
+    """(prompt ids, generated ids, rule) of one run: a generator seeded by charlm.sample.seed
+    draws the start token (prompt null), then the characters (rule softmax)."""
+    import torch
+
+    from arithrepro.decoding import sample
+
+    s = params["charlm"]["sample"]
+    arch = run_arch(params, spec)[0]
+    rule = sample_rule(params, spec.model)
+    generator = torch.Generator().manual_seed(s["seed"])
+    prompt = sample_prompt(s, vocab, generator)
+    block = params["charlm"]["schedule"][spec.label]["seq_length"]
+    context = block if MODELS[arch].context == "max_len" else None
+    drawn = sample(net, prompt, sample_chars(s, arch), s["temperature"], generator, context,
+                   greedy=rule == "greedy")
+    return prompt, drawn, rule
