@@ -1,0 +1,127 @@
+"""The docs: every page says what it is for, and no results section holds a number typed by hand.
+
+The runs' numbers come from the pipeline (docs/results.md, written by the `results` stage, and
+metrics/<task>.md); a task page's "Results" section links to them and keeps only what its source
+reports (the "What the source reports" subsection) and what each finding is read against (the
+target column of its findings table). Everywhere else in the section a digit fails, except in
+code spans and link targets.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+TASKS = ("expr", "abacus", "looped", "modular", "charlm")
+SOURCE = "### What the source reports"
+FINDINGS = "| finding | target |"
+GENERATED = {"results.md"}   # written by the results stage
+
+
+def section(text: str, title: str) -> str:
+    """The body of the `## <title>` section, up to the next `## ` heading (AssertionError if the
+    page has not exactly one)."""
+    parts = re.split(r"^## ", text, flags=re.M)[1:]
+    found = [p.split("\n", 1)[1] for p in parts if p.split("\n", 1)[0].strip() == title]
+    assert len(found) == 1, f"expected one '## {title}' section, found {len(found)}"
+    return found[0]
+
+
+def typed_numbers(results: str) -> list[str]:
+    """The lines of a results section that hold a digit outside what may hold one: the
+    "What the source reports" subsection, the target column of the findings table, code spans
+    and link targets."""
+    kept, skipping = [], False
+    for line in results.splitlines():
+        if line.startswith("### "):
+            skipping = line.strip() == SOURCE
+        if skipping:
+            continue
+        kept.append(line)
+    checked, in_findings = [], False   # (the text checked, the line it is from)
+    for line in kept:
+        if line.strip() == FINDINGS:
+            in_findings = True
+            continue
+        if in_findings and line.startswith("|"):
+            cells = line.strip().strip("|").split("|")
+            assert len(cells) == 2, f"a findings row has a finding and a target only: {line}"
+            checked.append((cells[0], line))   # the finding's name is checked, its target not
+            continue
+        in_findings = False
+        checked.append((line, line))
+    out = []
+    for text, line in checked:
+        bare = re.sub(r"`[^`]*`", "", text)            # code spans
+        bare = re.sub(r"\]\([^)]*\)", "]", bare)       # link targets (the link text is checked)
+        if re.search(r"\d", bare):
+            out.append(line)
+    return out
+
+
+def results_section(page: str) -> str:
+    return section((DOCS / page).read_text(), "Results")
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_a_task_pages_results_link_to_the_generated_ones(task):
+    results = results_section(f"{task}.md")
+    assert f"(results.md#{task})" in results, "link the task's section of the results page"
+    assert f"(../metrics/{task}.md)" in results, "link the task's metrics table"
+    assert re.search(rf"^{re.escape(SOURCE)}$", results, flags=re.M), f"no '{SOURCE}'"
+    findings = results.split(FINDINGS, 1)
+    assert len(findings) == 2, f"no findings table ({FINDINGS})"
+    rows = re.findall(r"^\|(?!---).*\|$", findings[1].split("\n\n", 1)[0], flags=re.M)
+    assert rows, "the findings table has no finding"
+
+
+@pytest.mark.parametrize("page", [f"{task}.md" for task in TASKS] + ["profiles.md"])
+def test_no_number_typed_into_a_results_section(page):
+    results = results_section(page)
+    assert "(results.md" in results, "the results section links the results page"
+    assert not typed_numbers(results), (
+        f"docs/{page}: numbers typed by hand in its Results section (ours come from the "
+        f"pipeline: link docs/results.md and metrics/<task>.md): {typed_numbers(results)}")
+
+
+def test_the_rule_finds_a_typed_number_and_only_that():
+    allowed = "\n".join([
+        "See [the expr section](results.md#expr) and `metrics/expr.md`, seeds `0, 1, 2`.",
+        "### What the source reports", "GPT-4o: 55.68 % of 10,000 problems.",
+        "### Findings", FINDINGS, "|---|---|", "| the task is learned | ≥ 10 % test accuracy |",
+        ""])
+    assert typed_numbers(allowed) == []
+    for typed in ("The LSTM reached 35.6 %.",               # prose
+                  "[56.7 %](results.md#expr)",              # a link's text
+                  "| GPT | 12.7 % |",                        # a table of our own
+                  "### Our runs\nGPT 12.7 %"):              # after the source's subsection
+        assert typed_numbers(allowed + "\n" + typed) == [typed.splitlines()[-1]], typed
+    row = "| GPT reached 12.7 % | ≥ 10 % |"                  # a number in a finding's name
+    assert typed_numbers(f"{FINDINGS}\n|---|---|\n{row}") == [row]
+    with pytest.raises(AssertionError, match="a finding and a target only"):
+        typed_numbers(f"{FINDINGS}\n|---|---|\n| learned | ≥ 10 % | 12.7 % |")
+    with pytest.raises(AssertionError, match="one '## Results' section"):
+        section("# page\n\n## Results: ours\n\n12.7 %\n", "Results")
+
+
+def pages() -> list[Path]:
+    return sorted(p for p in DOCS.glob("*.md") if p.name not in GENERATED)
+
+
+@pytest.mark.parametrize("page", [p.name for p in pages()])
+def test_each_page_opens_with_what_it_is_for(page):
+    """A title, then a paragraph (not a heading, table, list or code) right under it."""
+    lines = (DOCS / page).read_text().splitlines()
+    assert lines[0].startswith("# ") and lines[1] == "", "a title, then a blank line"
+    assert lines[2].strip() and not lines[2].startswith(("#", "|", "-", "```", "*")), \
+        f"docs/{page}: say under the title who reads the page and for what"
+
+
+@pytest.mark.parametrize("phrase", ["first tried", "earlier recipe", "no longer", "used to"])
+def test_no_lab_history_in_the_docs(phrase):
+    """How things came to be goes to CHANGELOG.md; the docs say what is."""
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in [*pages(), ROOT / "README.md"]
+             for n, line in enumerate(p.read_text().splitlines(), 1) if phrase in line.lower()]
+    assert not found, f"'{phrase}' (history: CHANGELOG.md) in {found}"
