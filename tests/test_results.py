@@ -83,3 +83,13 @@ def test_the_readmes_results_are_the_generated_ones():
         block = section[start:end + len(results.README_END)]
         assert block == results.readme_block(json.loads(generated.read_text())), \
             "run `arithrepro results --readme`"
+
+
+def test_a_mean_and_its_std_share_the_stds_first_decimal():
+    from arithrepro.report.tables import format_mean
+
+    assert format_mean("final_bpc", 2.17031, 0.004366) == "2.170 ± 0.004"
+    assert format_mean("final_bpc", 2.2183, 0.6) == "2.2 ± 0.6"
+    assert format_mean("test_acc", 0.51, 0.01) == "51.0 ± 1.0 %"
+    assert format_mean("steps", 1280.0, 0.0) == "1,280 ± 0"
+    assert format_mean("final_bpc", 2.17031, None) == "2.17"

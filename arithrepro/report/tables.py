@@ -275,9 +275,16 @@ def format_stat(metric: str, values: list[float]) -> str:
 
 
 def format_mean(metric: str, mean: float, std: float | None) -> str:
-    """'mean ± std unit' (std None: the mean alone), formatted as the metric's name says."""
+    """'mean ± std unit' (std None: the mean alone), formatted as the metric's name says. A
+    metric without a fixed format (not an accuracy) shows mean and std to the decimal of the
+    std's first significant digit: 2.170 ± 0.004, not 2.17 ± 0.004366."""
     fmt, unit = _formatter(metric)
-    return fmt(mean) + (f" ± {fmt(std)}" if std is not None else "") + unit
+    if std is None:
+        return fmt(mean) + unit
+    if fmt is _general and 0 < std < 1 and mean != round(mean):
+        places = min(6, -math.floor(math.log10(std)))
+        return f"{mean:.{places}f} ± {std:.{places}f}" + unit
+    return f"{fmt(mean)} ± {fmt(std)}" + unit
 
 
 def is_accuracy(metric: str) -> bool:
