@@ -22,10 +22,11 @@ class Checkpoint:
     def __init__(self, path: Path, fingerprint: str, rank: int = 0):
         self.path, self.fingerprint, self.rank = Path(path), fingerprint, rank
 
-    def resume(self, parts, state) -> bool:
+    def resume(self, parts, states: list) -> bool:
         """Restore an unfinished run with this fingerprint into `parts` (model, opt, sched,
-        scaler) and `state`. One that cannot be read or does not fit is set aside and the run
-        starts from step 0: a damaged file must neither block the run nor be lost."""
+        scaler) and `states` (the loop's state: one, or one per copy of an ensemble). One that
+        cannot be read or does not fit is set aside and the run starts from step 0: a damaged
+        file must neither block the run nor be lost."""
         if not self.path.is_file():
             return False
         try:
@@ -36,8 +37,14 @@ class Checkpoint:
             return self._set_aside(f"not a checkpoint (a {type(ck).__name__})")
         if ck.get("fingerprint") != self.fingerprint or ck.get("finished"):
             return False  # another configuration, or a finished run: start afresh
-        names = [f.name for f in fields(state)]
-        missing = [k for k in (*KEYS, *names) if k not in ck]
+        names = [f.name for f in fields(states[0])]
+        if len(states) > 1:  # an ensemble's: one state per copy
+            rows = ck.get("copies")
+            if not isinstance(rows, list) or len(rows) != len(states):
+                return self._set_aside(f"not the checkpoint of {len(states)} copies")
+        else:
+            rows = [ck]
+        missing = [k for k in KEYS if k not in ck] + [k for k in names if k not in rows[0]]
         if missing:
             return self._set_aside(f"no {', '.join(missing)}")
         before = _snapshot(parts)
@@ -48,20 +55,22 @@ class Checkpoint:
             # it raises) must not leave the fresh run half-restored
             _restore(before, parts)
             return self._set_aside(f"does not fit this run ({err})")
-        for name in names:
-            setattr(state, name, ck[name])
+        for state, row in zip(states, rows):
+            for name in names:
+                setattr(state, name, row[name])
         return True
 
-    def save(self, parts, state, cfg, finished: bool) -> None:
+    def save(self, parts, states: list, cfg, finished: bool) -> None:
         if self.rank:
             return  # only rank 0 writes
+        rows = [{f.name: getattr(st, f.name) for f in fields(st)} for st in states]
         save_torch(self.path, {
             "fingerprint": self.fingerprint, "finished": finished, "config": asdict(cfg),
             "model": parts.model.state_dict(), "optimizer": parts.opt.state_dict(),
             "scheduler": parts.sched.state_dict(), "scaler": parts.scaler.state_dict(),
             "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-            **{f.name: getattr(state, f.name) for f in fields(state)}})
+            **(rows[0] if len(rows) == 1 else {"copies": rows})})
 
     def _set_aside(self, problem: str) -> bool:
         """Rename a checkpoint that cannot be resumed, with one warning; returns False."""

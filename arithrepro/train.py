@@ -160,6 +160,28 @@ def training_loss(model, x, y, mask, recurrences: int = 0, outputs_from: int = 0
     return sum(F.cross_entropy(o[mask], y[mask], reduction="sum") for o in outs) / (count * len(outs))
 
 
+def copies_loss(model, x, y, mask, recurrences: int = 0, outputs_from: int = 0,
+                count: torch.Tensor | None = None) -> torch.Tensor:
+    """training_loss of an Ensemble's copies (arithrepro/ensemble.py): x, y, mask (E, B, ...)
+    -> each copy's mean cross-entropy over its own scored positions (E,). A progressive loss's
+    exit depth is drawn once for all copies. `count`: (E,) positions per copy."""
+    if outputs_from:
+        outs = [model(x, outputs_from=outputs_from)]
+        y, mask = y[:, :, outputs_from:], mask[:, :, outputs_from:]
+    elif not recurrences:
+        outs = [model(x)]
+    else:
+        n = int(torch.randint(1, recurrences + 1, ()))
+        outs = model(x, exit_at=n)
+    if count is None:
+        count = mask.flatten(1).sum(1)
+    total = 0.0
+    for o in outs:
+        nll = F.cross_entropy(o.flatten(0, -2), y.flatten(), reduction="none").view(y.shape)
+        total = total + nll.masked_fill(~mask, 0.0).flatten(1).sum(1)
+    return total / (count * len(outs))
+
+
 def micro_batches(x, y, mask, pieces: int, trim_front: bool = False):
     """The batch as `pieces` sub-batches (x, y, mask, outputs_from) of rows sorted by how far
     their scored positions reach, each cut after its last scored position; with trim_front, each
@@ -239,9 +261,17 @@ class Step:
         model, spec = parts.model, spec or _PLAIN
         if cfg.micro_batches > 1 and (cfg.progressive or cfg.outputs_from or not spec.causal):
             raise ValueError("micro_batches > 1 needs a causal model and the plain loss")
+        self.copies = copies_of(model)
+        if self.copies and cfg.micro_batches > 1:
+            raise ValueError("micro_batches > 1 cuts one model's batch into pieces; an "
+                             "ensemble's copies run whole batches (micro_batches: 1)")
+        if self.copies and cfg.precision == "fp16":
+            raise ValueError("precision fp16: its gradient scaler would skip every copy's step "
+                             "when one copy overflows; an ensemble trains in fp32 or bf16")
         self.parts, self.cfg, self.rank, self.world = parts, cfg, rank, world
         self.device = next(model.parameters()).device
-        self.recurrences = model.recurrences if cfg.progressive else 0  # before any wrapper
+        single = model.template if self.copies else model
+        self.recurrences = single.recurrences if cfg.progressive else 0  # before any wrapper
         # a core whose outputs_from skips work (a transformer's last block) is given each
         # piece's first scored position
         self.trim_front = spec.prunes_outputs
@@ -252,25 +282,30 @@ class Step:
     def __call__(self, x, y, mask):
         from arithrepro.device import autocast
 
-        p, cfg, world = self.parts, self.cfg, self.world
+        p, cfg, world, copies = self.parts, self.cfg, self.world, self.copies
+        # an ensemble's tensors are (E, B, ...): its rows are along dim 1
+        rows = (slice(None),) if copies else ()
         count = None
         if world > 1:  # every rank draws the global batch (a pure function of the step)
-            count = mask[:, cfg.outputs_from:].sum() / world
-            lo, hi = self.rank * len(x) // world, (self.rank + 1) * len(x) // world
-            x, y, mask = x[lo:hi], y[lo:hi], mask[lo:hi]
+            count = self._count(mask) / world
+            B = mask.size(len(rows))
+            share = (*rows, slice(self.rank * B // world, (self.rank + 1) * B // world))
+            x, y, mask = x[share], y[share], mask[share]
         p.opt.zero_grad(set_to_none=True)
         if count is None:
-            count = mask[:, cfg.outputs_from:].sum()
+            count = self._count(mask)
         pieces = micro_batches(x, y, mask, self.pieces, self.trim_front)
+        loss_of = copies_loss if copies else training_loss
         loss = 0.0
         for i, (xp, yp, mp, start) in enumerate(pieces):
             # under DDP, gradients are averaged across ranks once, after the last piece
             last = i == len(pieces) - 1
             with (p.runner.no_sync() if world > 1 and not last else contextlib.nullcontext()):
                 with autocast(self.device.type, cfg.precision):
-                    part = training_loss(p.runner, xp, yp, mp, self.recurrences,
-                                         start or cfg.outputs_from, count)
-                p.scaler.scale(part).backward()
+                    part = loss_of(p.runner, xp, yp, mp, self.recurrences,
+                                   start or cfg.outputs_from, count)
+                # the copies' losses summed: each copy's weights get its own loss's gradient
+                p.scaler.scale(part.sum() if copies else part).backward()
             loss = loss + part.detach()
         lr = p.opt.param_groups[0]["lr"]
         p.scaler.step(p.opt)
@@ -278,10 +313,17 @@ class Step:
         p.sched.step()
         return loss.detach(), lr
 
+    def _count(self, mask: torch.Tensor) -> torch.Tensor:
+        """The scored positions: of the batch, or of each copy's (E,)."""
+        if self.copies:
+            return mask[:, :, self.cfg.outputs_from:].flatten(1).sum(1)
+        return mask[:, self.cfg.outputs_from:].sum()
+
 
 class Losses:
     """The steps whose loss is still on the device, read back in one transfer now and then
-    rather than every step (under DDP, each rank's share averaged)."""
+    rather than every step (under DDP, each rank's share averaged). A step's loss is a scalar,
+    or an ensemble's (E,) losses, one per copy."""
 
     def __init__(self, world: int):
         self.world, self.rows, self.values = world, [], []
@@ -293,95 +335,151 @@ class Losses:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def take(self) -> list[dict]:
+    def take(self, copies: int = 1) -> list[list[dict]]:
+        """The queued rows with their losses, a list per copy."""
         if not self.rows:
-            return []
+            return [[] for _ in range(copies)]
         losses = torch.stack(self.values).float()
         if self.world > 1:  # each rank holds its shard's share: the batch's loss is their mean
             torch.distributed.all_reduce(losses)
             losses /= self.world
-        for row, value in zip(self.rows, losses.cpu().tolist()):
-            row["loss"] = value
-        rows, self.rows, self.values = self.rows, [], []
-        return rows
+        values = losses.reshape(len(self.rows), copies).cpu().tolist()
+        out = [[{**row, "loss": v[e]} for row, v in zip(self.rows, values)] for e in range(copies)]
+        self.rows, self.values = [], []
+        return out
+
+
+def copies_of(model) -> int:
+    """How many copies `model` trains together: an Ensemble's size, 0 for one model."""
+    from arithrepro.ensemble import Ensemble
+
+    return model.size if isinstance(model, Ensemble) else 0
 
 
 def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: str, *,
-        spec=None, progress: bool = True, series=None, observers: tuple = ()) -> dict:
+        spec=None, progress: bool = True, series=None, observers: tuple = ()):
     """Train `model` in place on `batches` (EpochBatches or StreamBatches) and restore its
     best-validation state (cfg.restore_best). `valid` is the fixed validation set as
     (make_batch, n), or a function model -> {"val_loss": ..., any other numbers} that evaluates
     whatever the task tracks (all of it lands in val_curve).
 
+    An Ensemble (arithrepro/ensemble.py) trains its copies as one model: `batches` gives their
+    batches stacked (CopiesBatches), `series` is a list with one per copy (or None), each copy
+    validates as a standalone model and keeps its own best state, curves and observers, and the
+    result is a list with each copy's. A copy whose loss becomes non-finite stops there and its
+    result is {"failed": the message}; the others go on (a single model's run raises instead).
+
     Under torch.distributed (torchrun) the model runs wrapped in DistributedDataParallel: every
     rank draws the same global batch and trains on its contiguous share of the rows (`Step`);
     every rank validates, only rank 0 writes the checkpoint and tells the observers.
 
-    `observers` (arithrepro.observers.Observer, on every rank) and, on rank 0, `series` (e.g.
-    arithrepro.live.Series) and the progress bar hear of every training row as the losses reach
-    the host, every validation, every step, and the rows a resumed run starts with; an observer
-    that raises stops the run there (a non-finite loss does, through FiniteLoss).
+    `observers` (arithrepro.observers.Observer, on every rank, told of every copy) and, on rank
+    0, `series` (e.g. arithrepro.live.Series) and the progress bar hear of every training row as
+    the losses reach the host, every validation, every step, and the rows a resumed run starts
+    with; an observer that raises stops the run there (a non-finite loss does, through
+    FiniteLoss, unless it is one copy's of several).
 
     `spec`: the model's registry entry (models/registry.py), what the loop reads of the model
     (causal, prunes_outputs, eager); None: a causal model that compiles and computes every
     position.
 
     Resumes from `checkpoint` when it holds an unfinished run with the same fingerprint. Returns
-    {best_val_loss, best_step, steps, train_seconds, tokens_per_s, train_curve, val_curve}.
+    {best_val_loss, best_step, steps, train_seconds, tokens_per_s, train_curve, val_curve}
+    (an ensemble: a list of those). An ensemble's train_seconds are all copies' together.
     """
     total = batches.steps
     rank, world = _world()
     parts = Parts.of(model, cfg, total, world, spec)
     step = Step(parts, cfg, rank, world, spec)
-    state, losses, ck = State(), Losses(world), Checkpoint(checkpoint, fingerprint, rank)
-    resumed = ck.resume(parts, state)
-    told = [FiniteLoss(), *observers]
-    if rank == 0:  # one rank reports
-        told += ([Progress(total)] if progress else []) + ([Live(series)] if series else [])
-    _tell(told, "start", state, resumed)
+    copies = step.copies
+    lanes = range(max(1, copies))
+    states = [State() for _ in lanes]
+    losses, ck = Losses(world), Checkpoint(checkpoint, fingerprint, rank)
+    resumed = ck.resume(parts, states)
+    sinks = (series or [None] * len(lanes)) if copies else [series]
+    told = [[FiniteLoss(), *observers, *([Live(s)] if rank == 0 and s else [])] for s in sinks]
+    bar = [Progress(total)] if rank == 0 and progress else []
+    failed: dict[int, str] = {}
+
+    def tell(hook: str, *args) -> None:
+        """Tell every copy's observers (args: per-copy lists), then the progress bar copy 0's."""
+        for e in lanes:
+            if e in failed:
+                continue
+            try:
+                _tell(told[e], hook, *(a[e] for a in args))
+            except NonFiniteLoss as err:
+                if not copies:
+                    raise
+                failed[e] = str(err)  # this copy stops; the others, independent, go on
+        _tell(bar, hook, *(a[0] for a in args))
+        if failed and len(failed) == len(lanes):
+            raise NonFiniteLoss(f"every copy stopped: {failed[0]}")
+
+    tell("start", states, [resumed] * len(lanes))
 
     def flush() -> None:
-        rows = losses.take()
-        _tell(told, "train", rows, state)
-        state.train_curve.extend(rows)
+        rows = losses.take(len(lanes))
+        tell("train", rows, states)
+        for st, r in zip(states, rows):
+            st.train_curve.extend(r)
 
     try:
         model.train()
-        while state.step < total:
-            epoch = batches.epoch(state.step)
+        while states[0].step < total:
+            n = states[0].step
+            epoch = batches.epoch(n)
             t0 = time.perf_counter()
-            x, y, mask = batches(state.step)
+            x, y, mask = batches(n)
             loss, lr = step(x, y, mask)
-            boundary = (batches.epoch_end(state.step) if cfg.validate_epochs
-                        else state.step + 1 == total)
-            state.step += 1
-            losses.add({"step": state.step, "epoch": epoch, "loss": None, "lr": lr}, loss)
-            validating = boundary or (cfg.val_every and state.step % cfg.val_every == 0)
-            saving = state.step % cfg.checkpoint_every == 0 or boundary
+            boundary = batches.epoch_end(n) if cfg.validate_epochs else n + 1 == total
+            n += 1
+            for st in states:
+                st.step = n
+            losses.add({"step": n, "epoch": epoch, "loss": None, "lr": lr}, loss)
+            validating = boundary or (cfg.val_every and n % cfg.val_every == 0)
+            saving = n % cfg.checkpoint_every == 0 or boundary
             # a validation or checkpoint reads back what is queued: wait for it here, so that
             # the training work the device still runs counts as training time, not theirs
-            if len(losses) >= cfg.sync_every or state.step == total or validating or saving:
+            if len(losses) >= cfg.sync_every or n == total or validating or saving:
                 flush()
             # Host time per step: on a GPU it is the time to queue the step unless a flush
             # waited in it; the total is right either way, as every flush waits for all of it.
-            state.seconds += time.perf_counter() - t0
-            state.tokens += mask.numel()
+            seconds = time.perf_counter() - t0
+            for st in states:
+                st.seconds += seconds
+                st.tokens += mask[0].numel() if copies else mask.numel()
             if validating:
-                _tell(told, "val", _validate(model, valid, cfg, state, epoch))
+                rows = [None if e in failed else
+                        _validate(model, valid, cfg, states[e], epoch, e if copies else None)
+                        for e in lanes]
+                tell("val", rows)
             if saving:
-                ck.save(parts, state, cfg, finished=False)
-            _tell(told, "step", state)
+                ck.save(parts, states, cfg, finished=False)
+            tell("step", states)
         flush()
     finally:
-        _tell(told, "end")
-    ck.save(parts, state, cfg, finished=True)
-    if cfg.restore_best:
-        model.load_state_dict(state.best_state)
-    return {
-        "best_val_loss": state.best_val_loss, "best_step": state.best_step, "steps": state.step,
-        "train_seconds": state.seconds, "tokens_per_s": state.tokens / max(state.seconds, 1e-9),
-        "train_curve": state.train_curve, "val_curve": state.val_curve,
-    }
+        for e in lanes:
+            _tell(told[e], "end")
+        _tell(bar, "end")
+    ck.save(parts, states, cfg, finished=True)
+    results = []
+    for e in lanes:
+        st = states[e]
+        if e in failed:
+            results.append({"failed": failed[e]})
+            continue
+        if cfg.restore_best:
+            if copies:
+                model.load_state_of(e, st.best_state)
+            else:
+                model.load_state_dict(st.best_state)
+        results.append({
+            "best_val_loss": st.best_val_loss, "best_step": st.best_step, "steps": st.step,
+            "train_seconds": st.seconds, "tokens_per_s": st.tokens / max(st.seconds, 1e-9),
+            "train_curve": st.train_curve, "val_curve": st.val_curve,
+        })
+    return results if copies else results[0]
 
 
 def _tell(observers, hook: str, *args) -> None:
@@ -389,20 +487,24 @@ def _tell(observers, hook: str, *args) -> None:
         getattr(o, hook)(*args)
 
 
-def _validate(model, valid, cfg: TrainConfig, state: State, epoch: int) -> dict:
-    """Score the validation set, note the row, keep the best state; returns the row."""
+def _validate(model, valid, cfg: TrainConfig, state: State, epoch: int,
+              index: int | None = None) -> dict:
+    """Score the validation set, note the row, keep the best state; returns the row. index: an
+    ensemble's copy, scored as the standalone model it is (Ensemble.copy_of)."""
+    net = model if index is None else model.copy_of(index)
     if callable(valid):
-        model.eval()
-        result = valid(model)
-        model.train()
+        net.eval()
+        result = valid(net)
+        net.train()
     else:
-        result = {"val_loss": validation_loss(model, *valid, cfg.eval_batch_size)}
+        result = {"val_loss": validation_loss(net, *valid, cfg.eval_batch_size)}
     row = {"step": state.step, "epoch": epoch, **result}
     state.val_curve.append(row)
     if result["val_loss"] < state.best_val_loss:
         state.best_val_loss, state.best_step = result["val_loss"], state.step
         if cfg.restore_best:
-            state.best_state = copy.deepcopy(model.state_dict())
+            state.best_state = (copy.deepcopy(model.state_dict()) if index is None
+                                else model.state_of(index))
     return row
 
 

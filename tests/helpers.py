@@ -48,16 +48,16 @@ DIMS = {
 }
 
 
-def build(name, size="small", dropout=0.0, **dims):
-    """The registered model `name`, seeded (two calls give the same weights), at `size`: one of
-    the source's sizes in SIZES, or a dict of the model's size fields. Its dims are DIMS[name]
+def build(name, size="small", dropout=0.0, seed=0, **dims):
+    """The registered model `name`, seeded by `seed` (two calls give the same weights), at
+    `size`: one of the source's sizes in SIZES, or a dict of the model's size fields. Its dims are DIMS[name]
     with any of them replaced by `dims` (a model registered only for a test passes them all).
     Without dropout unless asked, so that outputs depend on the input alone in training mode too;
     training runs (`run`) pass the source's 0.1."""
     spec = MODELS[name]
     if isinstance(size, str):
         size = dict(zip(spec.size_fields, SIZES[name][size]))
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     return spec.build(size, dropout=dropout, **{**DIMS.get(name, {}), **dims})
 
 

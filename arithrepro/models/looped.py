@@ -48,8 +48,14 @@ class PositionClassifier(nn.Module):
             loops += int(torch.randint(self.extra_loops + 1, ()))
         return loops
 
-    def forward(self, pairs: torch.Tensor) -> torch.Tensor:
-        """pairs (B, T, 2) digits -> logits (B, T, classes)."""
+    def shared_draw(self, pairs: torch.Tensor) -> dict:
+        """The loop count of a training forward, drawn once for an ensemble's copies
+        (arithrepro/ensemble.py)."""
+        return {"loops": self.loops(pairs.size(1))} if self.loop_offset is not None else {}
+
+    def forward(self, pairs: torch.Tensor, loops: int | None = None) -> torch.Tensor:
+        """pairs (B, T, 2) digits -> logits (B, T, classes). loops: the looped encoder's loop
+        count (None: T + loop_offset, plus the extra loops training draws)."""
         B, T, _ = pairs.shape
         # (B, T, 2 base) one-hot pairs -> (B, T, d)
         h = self.embed(F.one_hot(pairs, self.base).flatten(2).to(self.embed.weight.dtype))
@@ -58,7 +64,7 @@ class PositionClassifier(nn.Module):
                 raise ValueError(f"{T} positions exceed the {self.positions.num_embeddings} "
                                  "learned absolute positions")
             h = h + self.positions.weight[:T]
-        h, _ = self.core(h, recurrences=self.loops(T))
+        h, _ = self.core(h, recurrences=loops or self.loops(T))
         return self.head(h)
 
 

@@ -133,9 +133,10 @@ class ReTranCore(nn.Module):
         state = []
         shape = (batch, self.heads, max_len + 1, self.head_dim)
         for layer in self.layers:
-            K = torch.zeros(shape, device=device, dtype=dtype)
-            V = torch.zeros(shape, device=device, dtype=dtype)
             k0, v0 = layer.attn.key_value(layer.h0.view(1, 1, -1), 0)
+            # made from k0: under an ensemble's vmap the cache is then per copy, like h0
+            K = k0.new_zeros(shape, device=device, dtype=dtype)
+            V = k0.new_zeros(shape, device=device, dtype=dtype)
             K[:, :, :1] = k0
             V[:, :, :1] = v0
             h, c = layer.cell.initial(batch)

@@ -1,0 +1,172 @@
+"""E copies of one architecture trained as one model: the seeds of a configuration in one process.
+
+Each parameter of the copies is stacked on a new leading dimension (copy e at index e), and a
+forward runs every copy at once through torch.func.vmap over torch.func.functional_call of one
+template module: each operation of a copy's forward runs once for all copies, on E times the
+data. A model this small leaves most of a machine idle per operation; E copies fill more of it.
+
+What stays per copy:
+- the weights: each copy is the model its own seed builds (the caller builds the copies);
+- the data: forward takes inputs stacked the same way, (E, B, ...), one batch per copy;
+- dropout and any other random draw inside the forward (vmap's randomness="different": each
+  copy's masks are independent, from the process's one generator, so not the stream a
+  standalone run of that seed would draw);
+- the optimizer's maths: an elementwise optimizer (Adam, AdamW) is per copy as it stands, and
+  `lamb_blocks` gives LAMB one block per copy (and per gate within it), so every trust ratio is
+  a copy's own.
+
+Integers a model draws on the host to shape its forward (the looped encoder's extra loops) cannot
+differ between copies that run as one program: a template that has `shared_draw(x)` is asked for
+them once per forward, and every copy runs with the same ones.
+
+Models whose forward reads tensor values on the host (the fused recurrences sort rows by length,
+ReTran writes a cache in place) run their per-operation path under vmap: `Ensemble` turns their
+`fused` flag off on its template.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from torch.func import functional_call, vmap
+
+
+class Ensemble(nn.Module):
+    def __init__(self, copies: list[nn.Module]):
+        super().__init__()
+        if not copies:
+            raise ValueError("an ensemble needs at least one copy")
+        first = copies[0]
+        names = [n for n, _ in first.named_parameters()]
+        for i, other in enumerate(copies[1:], 1):
+            theirs = dict(other.named_parameters())
+            if type(other) is not type(first) or list(theirs) != names or any(
+                    theirs[n].shape != p.shape for n, p in first.named_parameters()):
+                raise ValueError(f"ensemble copy {i}: not the same architecture as copy 0")
+        self.size = len(copies)
+        self.names = names
+        self.stacked = nn.ParameterList(
+            nn.Parameter(torch.stack([dict(c.named_parameters())[n].detach() for c in copies]))
+            for n in names)
+        self.buffer_names = []
+        for j, (n, b) in enumerate(first.named_buffers()):
+            for i, other in enumerate(copies[1:], 1):
+                if not torch.equal(dict(other.named_buffers())[n], b):
+                    raise ValueError(f"ensemble copy {i}: buffer {n} differs from copy 0's")
+            self.register_buffer(f"buffer{j}", b.detach().clone(), persistent=False)
+            self.buffer_names.append(n)
+        template = copy.deepcopy(first)
+        for m in template.modules():
+            if getattr(m, "fused", False) is True:
+                m.fused = False
+        # a list, so that nn.Module does not register the template's own parameters
+        self._template = [template]
+
+    @property
+    def template(self) -> nn.Module:
+        return self._template[0]
+
+    def _apply(self, fn, recurse=True):
+        self.template._apply(fn, recurse)
+        return super()._apply(fn, recurse)
+
+    def train(self, mode: bool = True):
+        self.template.train(mode)
+        return super().train(mode)
+
+    def params(self) -> dict:
+        return dict(zip(self.names, self.stacked))
+
+    def buffers_of_template(self) -> dict:
+        return {n: getattr(self, f"buffer{j}") for j, n in enumerate(self.buffer_names)}
+
+    def forward(self, x: torch.Tensor, *args, shared: bool = False, **kwargs):
+        """x (E, B, ...): one batch per copy -> outputs (E, ...). shared: x (B, ...) is every
+        copy's input. Other arguments go to every copy as they are."""
+        if hasattr(self.template, "shared_draw") and self.training:
+            kwargs = {**self.template.shared_draw(x if shared else x[0]), **kwargs}
+        template, buffers = self.template, self.buffers_of_template()
+
+        def one(params, inputs):
+            return functional_call(template, (params, buffers), (inputs, *args), kwargs)
+
+        return vmap(one, in_dims=(0, None if shared else 0),
+                    randomness="different")(self.params(), x)
+
+    def lamb_blocks(self) -> dict:
+        """Every stacked parameter as E times the blocks its template parameter holds (an LSTM
+        gate matrix holds 4): LAMB's trust ratio per copy and, within one, per gate."""
+        per_copy = {}
+        ids = {id(p): n for n, p in self.template.named_parameters()}
+        for m in self.template.modules():
+            if hasattr(m, "lamb_blocks"):
+                per_copy.update({ids[id(p)]: k for p, k in m.lamb_blocks().items()})
+        return {p: self.size * per_copy.get(n, 1) for n, p in zip(self.names, self.stacked)}
+
+    @torch.no_grad()
+    def state_of(self, i: int) -> dict:
+        """Copy i's parameters as the template names them (detached clones)."""
+        return {n: p[i].detach().clone() for n, p in zip(self.names, self.stacked)}
+
+    @torch.no_grad()
+    def load_state_of(self, i: int, state: dict) -> None:
+        """Set copy i's parameters from `state` (state_of's, or a standalone model's
+        state_dict)."""
+        for n, p in zip(self.names, self.stacked):
+            p[i].copy_(state[n])
+
+    def copy_of(self, i: int) -> nn.Module:
+        """Copy i as a standalone model (its own tensors), in the ensemble's mode, with the
+        fused paths its architecture has."""
+        model = copy.deepcopy(self.template)
+        for m in model.modules():
+            m.__dict__.pop("fused", None)  # the class's own choice again
+        with torch.no_grad():
+            own = dict(model.named_parameters())
+            for n, p in zip(self.names, self.stacked):
+                own[n].copy_(p[i])
+        return model.train(self.training)
+
+
+def stack_inputs(batches: list[tuple], pad: dict | None = None) -> tuple:
+    """Per-copy batches (x, y, mask) -> (X, Y, M), each (E, B, ...), every copy's columns padded
+    to the widest: x with pad["x"] (the model's padding token), y with 0, mask with False. For a
+    causal model the appended columns change no scored output; a model that sees both ways needs
+    batches of one width (stack_inputs refuses others without `pad`)."""
+    widths = {b[0].size(1) for b in batches}
+    if len(widths) > 1 and pad is None:
+        raise ValueError(f"copies' batches have {len(widths)} widths; an encoder's copies must "
+                         "draw batches of one width")
+    width = max(widths)
+    out = []
+    for k, fill in enumerate(((pad or {}).get("x", 0), 0, False)):
+        parts = []
+        for b in batches:
+            t = b[k]
+            if t.size(1) < width:
+                extra = t.new_full((t.size(0), width - t.size(1), *t.shape[2:]), fill)
+                t = torch.cat([t, extra], dim=1)
+            parts.append(t)
+        out.append(torch.stack(parts))
+    return tuple(out)
+
+
+class CopiesBatches:
+    """The copies' batch sources (each an EpochBatches or StreamBatches of its own seed, as its
+    standalone run draws them) as one: batch(step) -> (X, Y, M), stacked by stack_inputs."""
+
+    def __init__(self, sources: list, pad: dict | None = None):
+        if len({s.steps for s in sources}) != 1 or len({s.epoch(0) for s in sources}) != 1:
+            raise ValueError("the copies' batch sources must run the same steps")
+        self.sources, self.pad, self.steps = sources, pad, sources[0].steps
+
+    def epoch(self, step: int) -> int:
+        return self.sources[0].epoch(step)
+
+    def epoch_end(self, step: int) -> bool:
+        return self.sources[0].epoch_end(step)
+
+    def __call__(self, step: int):
+        return stack_inputs([s(step) for s in self.sources], self.pad)

@@ -1,0 +1,268 @@
+"""Ensembles (arithrepro/ensemble.py): E copies trained as one stacked model.
+
+Exactness: without dropout, each copy of an ensemble trained on its own batches ends with the
+weights its standalone run ends with (float tolerance), for every registered model and for each
+optimizer; the forward of a copy is its standalone model's. With dropout the copies draw
+independent masks. What the ensemble refuses is refused with a message naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from arithrepro.ensemble import CopiesBatches, Ensemble, stack_inputs
+from arithrepro.models.registry import MODELS, build_model
+from arithrepro.observers import NonFiniteLoss
+from arithrepro.train import TrainConfig, fit, make_optimizer
+from tests import helpers
+from tests.test_model_contract import DIMS, SIZES
+
+E = 3
+
+
+def copies(name: str, dropout: float = 0.0) -> list:
+    """The model at seeds 0..E-1, its training forward deterministic without dropout (Abacus
+    offsets off: they are a training draw like dropout's)."""
+    out = []
+    for seed in range(E):
+        torch.manual_seed(seed)
+        model = build_model(name, SIZES[name], dropout=dropout, **DIMS[MODELS[name].kind])
+        if name == "abacus":
+            model.positions.offset_k = 1
+        out.append(model)
+    return out
+
+
+def batch(name: str, seed: int, B: int = 4):
+    """(x, y, mask) for the model's kind, trailing padding in a language model's rows."""
+    g = torch.Generator().manual_seed(100 + seed)
+    dims = DIMS[MODELS[name].kind]
+    kind = MODELS[name].kind
+    if kind == "classifier":
+        x = torch.randint(0, dims["base"], (B, 6, 2), generator=g)
+        y = torch.randint(0, dims["classes"], (B, 6), generator=g)
+        return x, y, torch.ones(B, 6, dtype=torch.bool)
+    T = 8 - seed % 3  # the copies' batches differ in width
+    x = torch.randint(0, 10, (B, T), generator=g)
+    y = torch.randint(0, 10, (B, T), generator=g)
+    lengths = torch.randint(2, T + 1, (B,), generator=g)
+    mask = torch.arange(T) < lengths[:, None]
+    if kind == "abacus-lm":  # digit runs no longer than the Abacus table's training reach
+        x[:, 2::3] = 10
+    x[~mask] = dims["pad_id"]
+    return x, y, mask
+
+
+def loss_of(logits, y, mask):
+    return F.cross_entropy(logits[mask], y[mask])
+
+
+def pad_of(name: str):
+    kind = MODELS[name].kind
+    return None if kind == "classifier" else {"x": DIMS[kind]["pad_id"]}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_copys_forward_is_its_standalone_models(name):
+    models = copies(name)
+    ens = Ensemble(models).train()  # the training forward, which an ensemble runs
+    batches = [batch(name, 0) for _ in range(E)]  # one width: compare every position
+    X, _, _ = stack_inputs(batches)
+    out = ens(X)
+    for e, m in enumerate(models):
+        # at the real positions: a fused recurrence leaves padding's outputs zero
+        mask = batches[e][2]
+        torch.testing.assert_close(out[e][mask], m.train()(batches[e][0])[mask], rtol=1e-5,
+                                   atol=1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["lamb", "adamw", "adam"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_an_ensemble_trains_to_its_standalone_runs_weights(name, optimizer):
+    cfg = TrainConfig(lr=3e-3, seed=0, optimizer=optimizer, weight_decay=0.01)
+    steps = 3
+    standalone = copies(name)
+    ens = Ensemble(copies(name)).train()
+    opt = make_optimizer(ens, cfg)
+    for step in range(steps):
+        batches = [batch(name, e + 10 * step) for e in range(E)]
+        X, Y, M = stack_inputs(batches, pad_of(name))
+        opt.zero_grad()
+        logits = ens(X)
+        sum(loss_of(logits[e], Y[e], M[e]) for e in range(E)).backward()
+        opt.step()
+    for e, model in enumerate(standalone):
+        model.train()
+        opt_e = make_optimizer(model, cfg)
+        for step in range(steps):
+            x, y, mask = batch(name, e + 10 * step)
+            opt_e.zero_grad()
+            loss_of(model(x), y, mask).backward()
+            opt_e.step()
+        mine = ens.state_of(e)
+        for n, p in model.named_parameters():
+            if n.endswith("attn.k.bias"):
+                # Its exact gradient is zero (a bias shared by every key adds the same score to
+                # all of a query's keys, which the softmax ignores); Adam's normalized step
+                # turns the rounding left in it into full-size steps of either sign.
+                continue
+            torch.testing.assert_close(mine[n], p.detach(), rtol=1e-4, atol=1e-5, msg=lambda m: f"{n}: {m}")
+
+
+def test_copies_draw_independent_dropout_masks():
+    ens = Ensemble(copies("gpt", dropout=0.5))
+    ens.load_state_of(1, ens.state_of(0))   # copies 0 and 1 now hold the same weights
+    X, _, _ = stack_inputs([batch("gpt", 0)] * E)
+    out = ens.train()(X)
+    assert not torch.allclose(out[0], out[1])
+    assert torch.allclose(ens.eval()(X)[0], ens(X)[1])
+
+
+def test_a_copy_comes_back_as_the_standalone_model():
+    models = copies("lstm")
+    ens = Ensemble(models)
+    back = ens.copy_of(2)
+    assert back.core.fused and not ens.template.core.fused
+    for (n, p), (_, q) in zip(back.named_parameters(), models[2].named_parameters()):
+        assert torch.equal(p, q), n
+    x, _, _ = batch("lstm", 0)
+    torch.testing.assert_close(back.eval()(x), models[2].eval()(x))
+
+
+def test_lamb_gets_a_trust_ratio_per_copy_and_gate():
+    ens = Ensemble(copies("lstm"))
+    blocks = ens.lamb_blocks()
+    cell = dict(zip(ens.names, ens.stacked))
+    assert blocks[cell["core.cells.0.W.weight"]] == 4 * E
+    assert blocks[cell["core.cells.0.P.weight"]] == E
+    assert blocks[cell["embed.weight"]] == E
+
+
+def test_other_architectures_are_refused():
+    torch.manual_seed(0)
+    a = build_model("gpt", SIZES["gpt"], dropout=0.0, **DIMS["lm"])
+    b = build_model("gpt", {**SIZES["gpt"], "d_ff": 32}, dropout=0.0, **DIMS["lm"])
+    with pytest.raises(ValueError, match="copy 1: not the same architecture"):
+        Ensemble([a, b])
+
+
+def test_an_encoders_batches_must_share_a_width():
+    x = torch.zeros(2, 5, 2, dtype=torch.long)
+    y = torch.zeros(2, 5, dtype=torch.long)
+    m = torch.ones(2, 5, dtype=torch.bool)
+    with pytest.raises(ValueError, match="one width"):
+        stack_inputs([(x, y, m), (x[:, :4], y[:, :4], m[:, :4])])
+
+
+def test_the_looped_encoders_copies_share_the_drawn_loop_count():
+    models = copies("looped")
+    for m in models:
+        m.extra_loops = 3
+    ens = Ensemble(models).train()
+    X, _, _ = stack_inputs([batch("looped", e) for e in range(E)])
+    torch.manual_seed(5)
+    drawn = ens.template.shared_draw(X[0])["loops"]
+    torch.manual_seed(5)
+    seen = []
+    core = ens.template.core
+    original = core.forward
+    core.forward = lambda h, **kw: (seen.append(kw["recurrences"]), original(h, **kw))[1]
+    ens(X)
+    assert seen == [drawn]
+
+
+# --- the training loop -------------------------------------------------------------------------
+
+def _seeded(name: str, seed: int):
+    return helpers.build(name, seed=seed)
+
+
+def _loop_cfg(**over) -> TrainConfig:
+    base = dict(lr=3e-3, seed=0, optimizer="lamb", val_every=3, checkpoint_every=4, sync_every=2,
+                validate_epochs=False)
+    return TrainConfig(**{**base, **over})
+
+
+def _ensemble_fit(tmp_path, name, cfg, models, halt_after=None):
+    sources = [helpers.sources(replace(cfg, seed=s), 16, 2) for s in range(len(models))]
+    batches = CopiesBatches([b for b, _ in sources], {"x": helpers.PAD})
+    ens = Ensemble(models)
+    halt = (helpers.Halt(halt_after),) if halt_after is not None else ()
+    try:
+        results = fit(ens, batches, sources[0][1], cfg, tmp_path / "checkpoint.pt", "fp",
+                      spec=MODELS[name], progress=False, observers=halt)
+    except helpers.Halted:
+        results = None
+    return ens, results
+
+
+@pytest.mark.parametrize("name", ["gpt", "lstm", "retran"])
+def test_fit_trains_each_copy_as_its_standalone_run(tmp_path, name):
+    cfg = _loop_cfg()
+    ens, results = _ensemble_fit(tmp_path, name, cfg, [_seeded(name, s) for s in range(E)])
+    for s in range(E):
+        cfg_s = replace(cfg, seed=s)
+        batches, valid = helpers.sources(cfg_s, 16, 2)
+        model = _seeded(name, s)
+        alone = fit(model, batches, valid, cfg_s, tmp_path / f"alone{s}.pt", "fp",
+                    spec=MODELS[name], progress=False)
+        mine = results[s]
+        assert mine["best_step"] == alone["best_step"] and mine["steps"] == alone["steps"]
+        for key in ("train_curve", "val_curve"):
+            a = [r.get("loss", r.get("val_loss")) for r in alone[key]]
+            b = [r.get("loss", r.get("val_loss")) for r in mine[key]]
+            assert b == pytest.approx(a, rel=1e-4), key
+        state = ens.state_of(s)
+        for n, p in model.named_parameters():
+            torch.testing.assert_close(state[n], p.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_resumed_ensemble_finishes_as_an_uninterrupted_one(tmp_path):
+    cfg = _loop_cfg()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    whole, _ = _ensemble_fit(tmp_path / "a", "gpt", cfg, [_seeded("gpt", s) for s in range(E)])
+    _, cut = _ensemble_fit(tmp_path / "b", "gpt", cfg, [_seeded("gpt", s) for s in range(E)],
+                           halt_after=5)
+    assert cut is None
+    resumed, results = _ensemble_fit(tmp_path / "b", "gpt", cfg,
+                                     [_seeded("gpt", s) for s in range(E)])
+    for a, b in zip(whole.stacked, resumed.stacked):
+        assert torch.equal(a, b)
+
+
+def test_a_copy_that_diverges_stops_alone(tmp_path):
+    cfg = _loop_cfg()
+    models = [_seeded("gpt", s) for s in range(E)]
+    with torch.no_grad():
+        models[1].head.weight.fill_(float("inf"))
+    ens, results = _ensemble_fit(tmp_path, "gpt", cfg, models)
+    assert "loss became" in results[1]["failed"]
+    cfg_0 = replace(cfg, seed=0)
+    batches, valid = helpers.sources(cfg_0, 16, 2)
+    model = _seeded("gpt", 0)
+    fit(model, batches, valid, cfg_0, tmp_path / "alone.pt", "fp", spec=MODELS["gpt"],
+        progress=False)
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(ens.state_of(0)[n], p.detach(), rtol=1e-4, atol=1e-5)
+    assert results[2]["steps"] == results[0]["steps"]
+
+
+def test_every_copy_diverging_stops_the_run(tmp_path):
+    models = [_seeded("gpt", s) for s in range(E)]
+    with torch.no_grad():
+        for m in models:
+            m.head.weight.fill_(float("inf"))
+    with pytest.raises(NonFiniteLoss, match="every copy stopped"):
+        _ensemble_fit(tmp_path, "gpt", _loop_cfg(), models)
+
+
+@pytest.mark.parametrize("over, match", [({"micro_batches": 2}, "micro_batches"),
+                                         ({"precision": "fp16"}, "fp16")])
+def test_what_an_ensemble_cannot_run_is_refused(tmp_path, over, match):
+    with pytest.raises(ValueError, match=match):
+        _ensemble_fit(tmp_path, "gpt", _loop_cfg(**over), [_seeded("gpt", s) for s in range(2)])
