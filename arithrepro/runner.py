@@ -27,27 +27,82 @@ def train(task, spec: RunSpec, params: dict, where: Placement, rank: int = 0) ->
     """Fit the run (resuming from its checkpoint) and write model.pt, train.json and, through
     the task, whatever its reports read. Returns train.json's record ({} on a DDP rank
     other than 0: only rank 0 writes)."""
-    from arithrepro.io import save_torch, write_json
     from arithrepro.live import Series
-    from arithrepro.models.lm import count_params
     from arithrepro.models.registry import MODELS
-    from arithrepro.provenance import provenance
     from arithrepro.train import fit
 
     built = task.build(spec, params, where)
-    origin = provenance(built.read, device=where.device, precision=where.precision,
-                        compiled=where.compile)
     result = fit(built.net, built.batches, built.valid, built.cfg, spec.dir / "checkpoint.pt",
                  fingerprint(built), spec=MODELS[built.arch["model"]],
                  series=Series(spec.dir / "live", built.read))
     if rank:
         return {}
+    record = _write(task, spec, built, result, params, where)
+    (spec.dir / "checkpoint.pt").unlink(missing_ok=True)  # finished: nothing left to resume
+    return record
+
+
+def train_together(task, specs: list[RunSpec], params: dict, where: Placement, checkpoint: Path,
+                   rank: int = 0) -> list[dict]:
+    """The runs `specs`, one configuration at several seeds, trained as one Ensemble
+    (arithrepro/ensemble.py), each copy built, fed and validated as its own run and written as
+    train() writes it; `checkpoint` holds all of them while they train. Returns their records
+    ([] on a DDP rank other than 0). A copy whose loss became non-finite writes nothing: once
+    the others are written, NonFiniteLoss names it."""
+    from dataclasses import replace
+
+    from arithrepro.ensemble import CopiesBatches, Ensemble
+    from arithrepro.live import Series
+    from arithrepro.models.registry import MODELS
+    from arithrepro.observers import NonFiniteLoss
+    from arithrepro.train import fit
+
+    builts = [task.build(s, params, where) for s in specs]
+    first = builts[0]
+    for spec, built in zip(specs[1:], builts[1:]):
+        if built.arch != first.arch or replace(built.cfg, seed=0) != replace(first.cfg, seed=0):
+            raise ValueError(f"runs {specs[0].name} and {spec.name}: not one configuration; "
+                             "only runs that differ in their seed alone train together")
+    model = MODELS[first.arch["model"]]
+    dims = first.arch["dims"]
+    pad = {"x": dims["pad_id"]} if model.causal and dims.get("pad_id", -1) >= 0 else None
+    ens = Ensemble([b.net for b in builts])
+    h = hashlib.sha256("".join(fingerprint(b) for b in builts).encode()).hexdigest()
+    results = fit(ens, CopiesBatches([b.batches for b in builts], pad), [b.valid for b in builts],
+                  first.cfg, checkpoint, h, spec=model,
+                  series=[Series(s.dir / "live", b.read) for s, b in zip(specs, builts)])
+    if rank:
+        return []
+    records, failed = [], []
+    for i, (spec, built, result) in enumerate(zip(specs, builts, results)):
+        if "failed" in result:
+            failed.append(f"{spec.name}: {result['failed']}")
+            continue
+        built.net = ens.copy_of(i).eval()
+        records.append(_write(task, spec, built, result, params, where, copies=len(specs)))
+    checkpoint.unlink(missing_ok=True)
+    if failed:
+        raise NonFiniteLoss("; ".join(failed))
+    return records
+
+
+def _write(task, spec: RunSpec, built: Built, result: dict, params: dict, where: Placement,
+           copies: int = 1) -> dict:
+    """model.pt, train.json and the task's own files of a trained run; returns the record.
+    copies: how many runs trained together (train_seconds is all of theirs)."""
+    from arithrepro.io import save_torch, write_json
+    from arithrepro.models.lm import count_params
+    from arithrepro.provenance import provenance
+
+    origin = provenance(built.read, device=where.device, precision=where.precision,
+                        compiled=where.compile)
     state = {k: v.cpu() for k, v in built.net.state_dict().items()}
     save_torch(spec.dir / "model.pt", {**built.arch, "state_dict": state})
     summary = {k: v for k, v in result.items() if not k.endswith("_curve")}
     record = {"task": spec.task, "model": spec.model, "size": spec.label, "seed": spec.seed,
-              "params": count_params(built.net), **summary, "provenance": {"train": origin}}
+              "params": count_params(built.net), **summary,
+              **({"trained_with": copies} if copies > 1 else {}),
+              "provenance": {"train": origin}}
     write_json(spec.dir / "train.json", record)
     task.publish(spec, built, result, record, params)
-    (spec.dir / "checkpoint.pt").unlink(missing_ok=True)  # finished: nothing left to resume
     return record

@@ -364,7 +364,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     whatever the task tracks (all of it lands in val_curve).
 
     An Ensemble (arithrepro/ensemble.py) trains its copies as one model: `batches` gives their
-    batches stacked (CopiesBatches), `series` is a list with one per copy (or None), each copy
+    batches stacked (CopiesBatches), `valid` and `series` may be lists with one per copy, each copy
     validates as a standalone model and keeps its own best state, curves and observers, and the
     result is a list with each copy's. A copy whose loss becomes non-finite stops there and its
     result is {"failed": the message}; the others go on (a single model's run raises instead).
@@ -397,6 +397,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     losses, ck = Losses(world), Checkpoint(checkpoint, fingerprint, rank)
     resumed = ck.resume(parts, states)
     sinks = (series or [None] * len(lanes)) if copies else [series]
+    valids = valid if copies and isinstance(valid, list) else [valid] * len(lanes)
     told = [[FiniteLoss(), *observers, *([Live(s)] if rank == 0 and s else [])] for s in sinks]
     bar = [Progress(total)] if rank == 0 and progress else []
     failed: dict[int, str] = {}
@@ -451,7 +452,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
                 st.tokens += mask[0].numel() if copies else mask.numel()
             if validating:
                 rows = [None if e in failed else
-                        _validate(model, valid, cfg, states[e], epoch, e if copies else None)
+                        _validate(model, valids[e], cfg, states[e], epoch, e if copies else None)
                         for e in lanes]
                 tell("val", rows)
             if saving:

@@ -266,3 +266,53 @@ def test_every_copy_diverging_stops_the_run(tmp_path):
 def test_what_an_ensemble_cannot_run_is_refused(tmp_path, over, match):
     with pytest.raises(ValueError, match=match):
         _ensemble_fit(tmp_path, "gpt", _loop_cfg(**over), [_seeded("gpt", s) for s in range(2)])
+
+
+# --- the runner: a configuration's seeds as one ensemble, written as separate runs -------------
+
+def test_runs_trained_together_are_written_as_if_trained_alone(tmp_path, monkeypatch, tiny_expr):
+    from arithrepro import runner
+    from arithrepro.runs import Placement
+    from arithrepro.tasks.registry import TASKS
+
+    params, data_dir = tiny_expr
+    params["expr"].update(models=["lstm"], sizes=["small"], seeds=[0, 1])
+    params["models"]["lstm"]["dropout"] = 0.0
+    task, where = TASKS["expr"], Placement("cpu", "fp32", False)
+    specs = task.runs(params)
+    assert [s.seed for s in specs] == [0, 1]
+    for folder in ("alone", "together"):
+        (tmp_path / folder / "data").mkdir(parents=True)
+        (tmp_path / folder / "data" / "expr").symlink_to(data_dir)
+    monkeypatch.chdir(tmp_path / "alone")
+    alone = [runner.train(task, s, params, where) for s in specs]
+    monkeypatch.chdir(tmp_path / "together")
+    together = runner.train_together(task, specs, params, where, tmp_path / "group.pt")
+    assert not (tmp_path / "group.pt").exists()
+    for spec, a, b in zip(specs, alone, together):
+        assert b["trained_with"] == 2 and b["seed"] == spec.seed
+        assert b["best_step"] == a["best_step"] and b["params"] == a["params"]
+        assert b["best_val_loss"] == pytest.approx(a["best_val_loss"], rel=1e-4)
+        mine = torch.load(tmp_path / "together" / spec.dir / "model.pt", weights_only=False)
+        theirs = torch.load(tmp_path / "alone" / spec.dir / "model.pt", weights_only=False)
+        assert {k: v for k, v in mine.items() if k != "state_dict"} == \
+               {k: v for k, v in theirs.items() if k != "state_dict"}
+        for k, v in theirs["state_dict"].items():
+            torch.testing.assert_close(mine["state_dict"][k], v, rtol=1e-4, atol=1e-5)
+        assert (tmp_path / "together" / spec.dir / "live" / "metrics.json").is_file()
+
+
+def test_only_the_seeds_of_one_configuration_train_together(tmp_path, monkeypatch, tiny_expr):
+    from arithrepro import runner
+    from arithrepro.runs import Placement
+    from arithrepro.tasks.registry import TASKS
+
+    params, data_dir = tiny_expr
+    params["expr"].update(models=["lstm"], sizes=["small", "medium"], seeds=[0])
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "expr").symlink_to(data_dir)
+    monkeypatch.chdir(tmp_path)
+    specs = TASKS["expr"].runs(params)
+    with pytest.raises(ValueError, match="not one configuration"):
+        runner.train_together(TASKS["expr"], specs, params, Placement("cpu", "fp32", False),
+                              tmp_path / "group.pt")
