@@ -130,6 +130,13 @@ class Ensemble(nn.Module):
         return model.train(self.training)
 
 
+def padding(model_spec, dims: dict) -> dict | None:
+    """What stack_inputs pads a model's copies' batches with: a causal language model's padding
+    token (None for an encoder, or a model without one: its batches must share a width)."""
+    pad = dims.get("pad_id", -1)
+    return {"x": pad} if model_spec.causal and pad >= 0 else None
+
+
 def stack_inputs(batches: list[tuple], pad: dict | None = None) -> tuple:
     """Per-copy batches (x, y, mask) -> (X, Y, M), each (E, B, ...), every copy's columns padded
     to the widest: x with pad["x"] (the model's padding token), y with 0, mask with False. For a

@@ -10,6 +10,11 @@ rounding (tests compare the two over several steps).
 `blocks` maps a parameter to the number of equal row blocks it holds (an LSTM's four gates in
 one matrix): LAMB then treats each block as the separate tensor the source has, with its own
 norms and trust ratio. The blocks are views, so the state layout does not change.
+
+`capturable`: the step counts live on the parameters' device and the bias corrections are
+computed there, so a step reads nothing from the host (the learning rate may be a tensor too,
+which the scheduler fills in place): what a CUDA graph of the whole training step needs, and on
+a GPU it saves a host-to-device copy per step. The same updates to float rounding (tests).
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ import torch_optimizer
 
 
 class ForeachLamb(torch_optimizer.Lamb):
-    def __init__(self, params, *args, blocks: dict | None = None, **kwargs):
+    def __init__(self, params, *args, blocks: dict | None = None, capturable: bool = False,
+                 **kwargs):
         super().__init__(params, *args, **kwargs)
         self.blocks = {id(p): k for p, k in (blocks or {}).items()}
+        self.capturable = capturable
 
     def _split(self, tensors: list, params: list) -> list:
         """Each tensor, or its blocks as views when its parameter holds several."""
@@ -52,7 +59,15 @@ class ForeachLamb(torch_optimizer.Lamb):
                     st["step"] = 0
                     st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                st["step"] += 1
+                if self.capturable and not torch.is_tensor(st["step"]):
+                    st["step"] = torch.tensor(float(st["step"]), device=p.device)
+                elif not self.capturable and torch.is_tensor(st["step"]):
+                    st["step"] = int(st["step"])  # a checkpoint from a capturable run
+            if self.capturable:
+                torch._foreach_add_([st["step"] for st in states], 1.0)
+            else:
+                for st in states:
+                    st["step"] += 1
             owners = params
             exp_avg = self._split([st["exp_avg"] for st in states], owners)
             exp_avg_sq = self._split([st["exp_avg_sq"] for st in states], owners)
@@ -64,12 +79,7 @@ class ForeachLamb(torch_optimizer.Lamb):
             torch._foreach_add_(exp_avg, grads, alpha=1 - beta1)
             torch._foreach_mul_(exp_avg_sq, beta2)
             torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1 - beta2)
-            step_sizes = []
-            for st in states:
-                correction = 1.0
-                if self.debias:
-                    correction = math.sqrt(1 - beta2 ** st["step"]) / (1 - beta1 ** st["step"])
-                step_sizes.append(group["lr"] * correction)
+            step_sizes = self._step_sizes(states, group["lr"], beta1, beta2, params[0].dtype)
             weight_norm = torch.stack(torch._foreach_norm(params)).clamp(0, self.clamp_value)
             denominator = torch._foreach_sqrt(exp_avg_sq)
             torch._foreach_add_(denominator, group["eps"])
@@ -80,7 +90,25 @@ class ForeachLamb(torch_optimizer.Lamb):
             trust = torch.where((weight_norm == 0) | (adam_norm == 0), 1.0, weight_norm / adam_norm)
             if self.adam:
                 trust = torch.ones_like(trust)
-            scale = trust * -torch.tensor(step_sizes, dtype=trust.dtype, device=trust.device)
+            if not torch.is_tensor(step_sizes):
+                step_sizes = torch.tensor(step_sizes, dtype=trust.dtype, device=trust.device)
+            scale = trust * -step_sizes.to(trust.dtype)
             torch._foreach_mul_(adam_step, list(scale.unbind()))
             torch._foreach_add_(params, adam_step)
         return loss
+
+    def _step_sizes(self, states: list, lr, beta1: float, beta2: float, dtype):
+        """lr times the bias correction per state: a list of floats, or (capturable) a tensor
+        of `dtype` computed on the device."""
+        if not self.capturable:
+            out = []
+            for st in states:
+                correction = 1.0
+                if self.debias:
+                    correction = math.sqrt(1 - beta2 ** st["step"]) / (1 - beta1 ** st["step"])
+                out.append(lr * correction)
+            return out
+        steps = torch.stack([st["step"] for st in states]).to(dtype)
+        if not self.debias:
+            return torch.ones_like(steps) * lr
+        return (1 - beta2 ** steps).sqrt() / (1 - beta1 ** steps) * lr

@@ -51,7 +51,7 @@ def train_together(task, specs: list[RunSpec], params: dict, where: Placement, c
     the others are written, NonFiniteLoss names it."""
     from dataclasses import replace
 
-    from arithrepro.ensemble import CopiesBatches, Ensemble
+    from arithrepro.ensemble import CopiesBatches, Ensemble, padding
     from arithrepro.live import Series
     from arithrepro.models.registry import MODELS
     from arithrepro.observers import NonFiniteLoss
@@ -64,8 +64,7 @@ def train_together(task, specs: list[RunSpec], params: dict, where: Placement, c
             raise ValueError(f"runs {specs[0].name} and {spec.name}: not one configuration; "
                              "only runs that differ in their seed alone train together")
     model = MODELS[first.arch["model"]]
-    dims = first.arch["dims"]
-    pad = {"x": dims["pad_id"]} if model.causal and dims.get("pad_id", -1) >= 0 else None
+    pad = padding(model, first.arch["dims"])
     ens = Ensemble([b.net for b in builts])
     h = hashlib.sha256("".join(fingerprint(b) for b in builts).encode()).hexdigest()
     results = fit(ens, CopiesBatches([b.batches for b in builts], pad), [b.valid for b in builts],

@@ -130,8 +130,10 @@ def make_optimizer(model, cfg: TrainConfig):
 
         blocks = {p: k for m in model.modules() if hasattr(m, "lamb_blocks")
                   for p, k in m.lamb_blocks().items()}
+        # on a GPU the step counts stay on the device: a step reads nothing from the host
+        on_gpu = next(model.parameters()).device.type == "cuda"
         return ForeachLamb(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
-                           blocks=blocks)
+                           blocks=blocks, capturable=on_gpu)
     if cfg.optimizer == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, cfg.beta2),
                                  weight_decay=cfg.weight_decay)

@@ -94,3 +94,34 @@ def test_the_lstms_optimizer_knows_each_cells_gate_blocks():
     opt = make_optimizer(model, TrainConfig(lr=0.01, seed=0, optimizer="lamb"))
     cells = model.core.cells
     assert opt.blocks == {id(p): 4 for c in cells for p in (c.W.weight, c.W.bias, c.U.weight)}
+
+
+@pytest.mark.parametrize("kw", [{}, {"weight_decay": 0.1}, {"debias": True}])
+def test_capturable_lamb_takes_the_same_steps_reading_nothing_from_the_host(kw):
+    """Step counts on the device and the learning rate a tensor the scheduler fills in place:
+    the updates of the plain optimizer under the same schedule."""
+    a, b = params(0), params(0)
+    plain = ForeachLamb(a, lr=0.01, **kw)
+    dev = ForeachLamb(b, lr=torch.tensor(0.01, dtype=torch.float64), capturable=True, **kw)
+    sa = torch.optim.lr_scheduler.LambdaLR(plain, lambda s: (s + 1) / 4)
+    sb = torch.optim.lr_scheduler.LambdaLR(dev, lambda s: (s + 1) / 4)
+    lr = dev.param_groups[0]["lr"]
+    g = torch.Generator().manual_seed(1)
+    for _ in range(4):
+        for pa, pb in zip(a, b):
+            grad = torch.randn(pa.shape, generator=g, dtype=torch.float64)
+            pa.grad, pb.grad = grad.clone(), grad.clone()
+        plain.step()
+        dev.step()
+        sa.step()
+        sb.step()
+        assert dev.param_groups[0]["lr"] is lr  # filled in place, never replaced
+        for pa, pb in zip(a, b):
+            torch.testing.assert_close(pb, pa, rtol=1e-12, atol=1e-14)
+    assert all(torch.is_tensor(dev.state[p]["step"]) for p in b)
+    again = ForeachLamb(params(0), lr=0.01)
+    again.load_state_dict(dev.state_dict())  # a capturable run's checkpoint resumes plainly
+    for p in again.param_groups[0]["params"]:
+        p.grad = torch.ones_like(p)
+    again.step()
+    assert all(again.state[p]["step"] == 5 for p in again.param_groups[0]["params"])
