@@ -82,11 +82,14 @@ class Ensemble(nn.Module):
     def buffers_of_template(self) -> dict:
         return {n: getattr(self, f"buffer{j}") for j, n in enumerate(self.buffer_names)}
 
-    def forward(self, x: torch.Tensor, *args, shared: bool = False, **kwargs):
+    def forward(self, x: torch.Tensor, *args, shared: bool = False, drawn: dict | None = None,
+                **kwargs):
         """x (E, B, ...): one batch per copy -> outputs (E, ...). shared: x (B, ...) is every
-        copy's input. Other arguments go to every copy as they are."""
-        if hasattr(self.template, "shared_draw") and self.training:
-            kwargs = {**self.template.shared_draw(x if shared else x[0]), **kwargs}
+        copy's input. drawn: the template's shared_draw, made by the caller (None: drawn here).
+        Other arguments go to every copy as they are."""
+        if drawn is None and hasattr(self.template, "shared_draw") and self.training:
+            drawn = self.template.shared_draw(x if shared else x[0])
+        kwargs = {**(drawn or {}), **kwargs}
         template, buffers = self.template, self.buffers_of_template()
 
         def one(params, inputs):

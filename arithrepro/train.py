@@ -53,6 +53,9 @@ class TrainConfig:
     micro_batches: int = 1      # split each batch into this many length-sorted pieces, each cut
                                 # to its longest row; gradients add up to the whole batch's
                                 # (causal models and the plain loss only; see micro_batches())
+    graphs: bool = False        # every step at a static shape, reading nothing from the device
+                                # (Step); on a GPU each shape's whole step is captured once as a
+                                # CUDA graph and replayed
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> float:
@@ -125,21 +128,22 @@ def validation_loss(model, make_batch, n: int, batch_size: int) -> float:
 
 
 def make_optimizer(model, cfg: TrainConfig):
+    # on a GPU LAMB's step counts stay on the device (a step reads nothing from the host); Adam's
+    # do where the step is captured as a CUDA graph
+    on_gpu = next(model.parameters()).device.type == "cuda"
     if cfg.optimizer == "lamb":  # torch-optimizer's Lamb, stepped over all parameters at once
         from arithrepro.optim import ForeachLamb
 
         blocks = {p: k for m in model.modules() if hasattr(m, "lamb_blocks")
                   for p, k in m.lamb_blocks().items()}
-        # on a GPU the step counts stay on the device: a step reads nothing from the host
-        on_gpu = next(model.parameters()).device.type == "cuda"
         return ForeachLamb(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
                            blocks=blocks, capturable=on_gpu)
     if cfg.optimizer == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, cfg.beta2),
-                                 weight_decay=cfg.weight_decay)
+                                 weight_decay=cfg.weight_decay, capturable=on_gpu and cfg.graphs)
     if cfg.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, cfg.beta2),
-                                weight_decay=cfg.weight_decay)
+                                weight_decay=cfg.weight_decay, capturable=on_gpu and cfg.graphs)
     raise ValueError(f"optimizer {cfg.optimizer!r}: expected lamb, adam or adamw")
 
 
@@ -149,39 +153,51 @@ def training_loss(model, x, y, mask, recurrences: int = 0, outputs_from: int = 0
     with the progressive loss (0: the plain loss). `count`: the number of positions the mean
     is over, when x is a data-parallel shard (the global batch's count over the world size), so
     that the ranks' averaged gradients are the whole batch's."""
-    if outputs_from:
-        outs = [model(x, outputs_from=outputs_from)]
-        y, mask = y[:, outputs_from:], mask[:, outputs_from:]
-    elif not recurrences:
-        outs = [model(x)]
-    else:
-        n = int(torch.randint(1, recurrences + 1, ()))
-        outs = model(x, exit_at=n)  # [at R] or [at R, at n]
+    outs = _outputs(model, x, recurrences, outputs_from)
+    y, mask = y[..., outputs_from:], mask[..., outputs_from:]
     if count is None:
         count = mask.sum()
     return sum(F.cross_entropy(o[mask], y[mask], reduction="sum") for o in outs) / (count * len(outs))
 
 
-def copies_loss(model, x, y, mask, recurrences: int = 0, outputs_from: int = 0,
-                count: torch.Tensor | None = None) -> torch.Tensor:
-    """training_loss of an Ensemble's copies (arithrepro/ensemble.py): x, y, mask (E, B, ...)
-    -> each copy's mean cross-entropy over its own scored positions (E,). A progressive loss's
-    exit depth is drawn once for all copies. `count`: (E,) positions per copy."""
-    if outputs_from:
-        outs = [model(x, outputs_from=outputs_from)]
-        y, mask = y[:, :, outputs_from:], mask[:, :, outputs_from:]
-    elif not recurrences:
-        outs = [model(x)]
-    else:
-        n = int(torch.randint(1, recurrences + 1, ()))
-        outs = model(x, exit_at=n)
+def masked_loss(model, x, y, mask, recurrences: int = 0, outputs_from: int = 0,
+                count: torch.Tensor | None = None, copies: bool = False, exit_at: int | None = None,
+                **drawn) -> torch.Tensor:
+    """training_loss computed over every position with the unscored ones zeroed, instead of
+    gathering the scored ones: no shape depends on the mask's values, so the step needs nothing
+    from the device (a CUDA graph's static step). copies: an Ensemble's x, y, mask (E, B, ...)
+    -> each copy's mean over its own positions (E,). exit_at and `drawn` (the model's host
+    draws, see Ensemble): drawn by the caller, for a step whose shapes are fixed in advance."""
+    outs = _outputs(model, x, recurrences, outputs_from, exit_at, **drawn)
+    y, mask = y[..., outputs_from:], mask[..., outputs_from:]
+    dims = tuple(range(1 if copies else 0, mask.dim()))
     if count is None:
-        count = mask.flatten(1).sum(1)
+        count = mask.sum(dims)
     total = 0.0
     for o in outs:
         nll = F.cross_entropy(o.flatten(0, -2), y.flatten(), reduction="none").view(y.shape)
-        total = total + nll.masked_fill(~mask, 0.0).flatten(1).sum(1)
+        total = total + nll.masked_fill(~mask, 0.0).sum(dims)
     return total / (count * len(outs))
+
+
+def copies_loss(model, x, y, mask, recurrences: int = 0, outputs_from: int = 0,
+                count: torch.Tensor | None = None, **kw) -> torch.Tensor:
+    """training_loss of an Ensemble's copies (arithrepro/ensemble.py): x, y, mask (E, B, ...)
+    -> each copy's mean cross-entropy over its own scored positions (E,). A progressive loss's
+    exit depth is drawn once for all copies. `count`: (E,) positions per copy."""
+    return masked_loss(model, x, y, mask, recurrences, outputs_from, count, copies=True, **kw)
+
+
+def _outputs(model, x, recurrences: int, outputs_from: int, exit_at: int | None = None,
+             **drawn) -> list:
+    """The outputs the loss scores: [logits], or a progressive loss's [at R, at n] with n drawn
+    here in 1..R unless given."""
+    if outputs_from:
+        return [model(x, outputs_from=outputs_from, **drawn)]
+    if not recurrences:
+        return [model(x, **drawn)]
+    n = exit_at if exit_at is not None else int(torch.randint(1, recurrences + 1, ()))
+    return model(x, exit_at=n, **drawn)  # [at R] or [at R, at n]
 
 
 def micro_batches(x, y, mask, pieces: int, trim_front: bool = False):
@@ -248,6 +264,11 @@ class Parts:
         if cfg.compile and _compilable(spec or _PLAIN):
             runner = torch.compile(runner, mode=cfg.compile if isinstance(cfg.compile, str) else None)
         scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
+        if cfg.graphs and device.type == "cuda":  # a rate the scheduler fills in place
+            for group in opt.param_groups:
+                # the schedule's base rate stays a float: from a tensor it would read it back
+                group["initial_lr"] = float(group["lr"])
+                group["lr"] = torch.tensor(float(group["lr"]), device=device)
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: lr_factor(s, total, warmup, cfg.schedule))
         return cls(model, runner, opt, sched, scaler)
@@ -280,10 +301,15 @@ class Step:
         # on a GPU a batch runs whole: a step there is bound by kernel launches, which pieces
         # would multiply
         self.pieces = cfg.micro_batches if self.device.type == "cpu" else 1
+        self.single = single
+        if cfg.graphs:
+            self._static_setup(world)
 
     def __call__(self, x, y, mask):
         from arithrepro.device import autocast
 
+        if self.cfg.graphs:
+            return self._static(x, y, mask)
         p, cfg, world, copies = self.parts, self.cfg, self.world, self.copies
         # an ensemble's tensors are (E, B, ...): its rows are along dim 1
         rows = (slice(None),) if copies else ()
@@ -320,6 +346,150 @@ class Step:
         if self.copies:
             return mask[:, :, self.cfg.outputs_from:].flatten(1).sum(1)
         return mask[:, self.cfg.outputs_from:].sum()
+
+    # --- the static step (cfg.graphs) ---------------------------------------------------------
+    # Every batch is padded to the largest shape seen so far (unscored rows and columns), the
+    # loss zeroes unscored positions instead of gathering the scored ones (masked_loss), the
+    # recurrences run every row at every step (skip_padding off), and what the step draws on the
+    # host (a progressive loss's depth, a looped encoder's extra loops) is drawn before it, in
+    # the order the eager step draws it. On a CPU that step runs as it is (tests compare it with
+    # the eager one); on a GPU each (shape, draws) is captured once as a CUDA graph of the whole
+    # step, forward, backward and optimizer, and replayed.
+
+    def _static_setup(self, world: int) -> None:
+        cfg = self.cfg
+        if world > 1:
+            raise ValueError("graphs: one process (DistributedDataParallel's collectives are "
+                             "not captured here)")
+        if cfg.precision == "fp16":
+            raise ValueError("graphs: fp16's gradient scaler reads the device every step; train "
+                             "in bf16 or fp32")
+        if cfg.micro_batches > 1:
+            raise ValueError("graphs: micro_batches > 1 cut batches by their values "
+                             "(micro_batches: 1)")
+        for m in self.single.modules():
+            if hasattr(type(m), "skip_padding"):
+                m.skip_padding = False
+        self.pad_id = getattr(self.single, "pad_id", None)
+        self.shape = (0, 0)
+        self.graphs, self.pool, self.ready = {}, None, False
+
+    def _static(self, x, y, mask):
+        p, cfg = self.parts, self.cfg
+        x, y, mask = self._pad(x, y, mask)
+        count = self._count(mask)
+        kw = {}
+        if self.recurrences:  # as _outputs draws it
+            kw["exit_at"] = int(torch.randint(1, self.recurrences + 1, ()))
+        if hasattr(self.single, "shared_draw") and self.single.training:
+            drawn = self.single.shared_draw(x[0] if self.copies else x)
+            kw.update({"drawn": drawn} if self.copies else drawn)
+        # the rate on the host, as LambdaLR computes it (a GPU's is a tensor on the device)
+        lr = cfg.lr * p.sched.lr_lambdas[0](p.sched.last_epoch)
+        if self.device.type == "cuda":
+            loss = self._replay(x, y, mask, count, kw)
+        else:
+            p.opt.zero_grad(set_to_none=True)
+            loss = self._body(x, y, mask, count, kw)
+        p.sched.step()
+        return loss, lr
+
+    def _body(self, x, y, mask, count, kw) -> torch.Tensor:
+        """Forward, backward and the optimizer's step at a static shape; the loss (detached)."""
+        from arithrepro.device import autocast
+
+        p = self.parts
+        with autocast(self.device.type, self.cfg.precision):
+            loss = masked_loss(p.runner, x, y, mask, self.recurrences, self.cfg.outputs_from,
+                               count, copies=bool(self.copies), **kw)
+        (loss.sum() if self.copies else loss).backward()
+        p.opt.step()
+        return loss.detach()
+
+    def _pad(self, x, y, mask):
+        """The batch at the largest shape seen so far: extra rows unscored (a language model's
+        all padding), extra columns (a language model's) its padding token, unscored."""
+        r = 1 if self.copies else 0
+        B, T = mask.shape[r], mask.shape[r + 1]
+        wide = self.pad_id is not None  # only a causal language model takes extra columns
+        self.shape = (max(self.shape[0], B), max(self.shape[1], T) if wide else T)
+        rows, cols = self.shape
+        if (rows, cols) == (B, T):
+            return x, y, mask
+        fill = self.pad_id if wide else 0
+        out = []
+        for t, value in ((x, fill), (y, 0), (mask, False)):
+            shape = list(t.shape)
+            shape[r], shape[r + 1] = rows, cols
+            padded = t.new_full(shape, value)
+            padded[(slice(None),) * r + (slice(0, B), slice(0, T))] = t
+            out.append(padded)
+        return tuple(out)
+
+    def _replay(self, x, y, mask, count, kw) -> torch.Tensor:
+        key = (tuple(x.shape), repr(sorted(kw.items())))
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(x, y, mask, count, kw)
+        inputs, graph, loss = self.graphs[key]
+        for static, t in zip(inputs, (x, y, mask, count)):
+            static.copy_(t)
+        graph.replay()
+        return loss.clone()
+
+    def _capture(self, x, y, mask, count, kw):
+        """One CUDA graph of the whole step at this shape: a warm-up forward and backward on a
+        side stream (no optimizer step), then the capture, which trains nothing until replayed."""
+        from arithrepro.device import autocast
+
+        p = self.parts
+        if not self.ready:
+            _init_optimizer_state(p.opt)
+            self.pool, self.ready = torch.cuda.graph_pool_handle(), True
+        inputs = [t.clone() for t in (x, y, mask, count)]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                p.opt.zero_grad(set_to_none=True)
+                with autocast(self.device.type, self.cfg.precision):
+                    loss = masked_loss(p.runner, *inputs[:3], self.recurrences,
+                                       self.cfg.outputs_from, inputs[3],
+                                       copies=bool(self.copies), **kw)
+                (loss.sum() if self.copies else loss).backward()
+        torch.cuda.current_stream().wait_stream(side)
+        p.opt.zero_grad(set_to_none=True)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            loss = self._body(*inputs, kw)
+        return inputs, graph, loss
+
+
+def _init_optimizer_state(opt) -> None:
+    """Make the optimizer's state exist before a capture (a captured first step would zero it at
+    every replay): one step at rate 0 on zero gradients, which moves nothing, then its step
+    counts back to 0."""
+    rates = []
+    for g in opt.param_groups:
+        if torch.is_tensor(g["lr"]):  # the scheduler's tensor: keep the object, zero its value
+            rates.append(g["lr"].clone())
+            g["lr"].fill_(0.0)
+        else:
+            rates.append(g["lr"])
+            g["lr"] = 0.0
+        for q in g["params"]:
+            q.grad = torch.zeros_like(q)
+    opt.step()
+    for g, rate in zip(opt.param_groups, rates):
+        if torch.is_tensor(g["lr"]):
+            g["lr"].copy_(rate)
+        else:
+            g["lr"] = rate
+    for st in opt.state.values():
+        if torch.is_tensor(st.get("step")):
+            st["step"].zero_()
+        elif "step" in st:
+            st["step"] = 0
+    opt.zero_grad(set_to_none=True)
 
 
 class Losses:

@@ -127,3 +127,52 @@ def test_fused_recurrence_on_cuda_equals_the_per_op_path(name):
         grads[fused] = [p.grad.clone() for p in net.parameters()]
     for a, b in zip(grads[True], grads[False]):
         torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-10)
+
+
+def _cuda_fit(name, graphs, tmp_path, optimizer="lamb", copies=0):
+    """fit on the tiny expr splits moved to the GPU, dropout off; an ensemble of `copies`."""
+    from dataclasses import replace
+
+    from arithrepro.ensemble import CopiesBatches, Ensemble
+    from arithrepro.models.registry import MODELS
+    from arithrepro.train import TrainConfig, fit
+    from tests import helpers
+
+    cfg = TrainConfig(lr=3e-3, seed=0, optimizer=optimizer, val_every=3, checkpoint_every=100,
+                      validate_epochs=False, graphs=graphs)
+
+    def on_gpu(source):
+        batches, valid = source
+        make_valid, n = valid
+        inner = batches.make_batch
+        batches.make_batch = lambda idx: tuple(t.cuda() for t in inner(idx))
+        return batches, ((lambda idx: tuple(t.cuda() for t in make_valid(idx))), n)
+
+    if copies:
+        sources = [on_gpu(helpers.sources(replace(cfg, seed=s), 20, 2)) for s in range(copies)]
+        net = Ensemble([helpers.build(name, seed=s).cuda() for s in range(copies)])
+        batches = CopiesBatches([b for b, _ in sources], {"x": helpers.PAD})
+        valid = sources[0][1]
+    else:
+        net = helpers.build(name).cuda()
+        batches, valid = on_gpu(helpers.sources(cfg, 20, 2))
+    fit(net, batches, valid, cfg, tmp_path / f"{name}-{graphs}-{copies}.pt", "fp",
+        spec=MODELS[name], progress=False)
+    return net
+
+
+@pytest.mark.parametrize("optimizer", ["lamb", "adamw"])
+@pytest.mark.parametrize("name", ["gpt", "lstm", "retran"])
+def test_the_captured_step_trains_as_the_eager_one(tmp_path, name, optimizer):
+    """Every step a replay of a CUDA graph (one per batch shape): the eager step's weights."""
+    eager = _cuda_fit(name, False, tmp_path, optimizer)
+    graphed = _cuda_fit(name, True, tmp_path, optimizer)
+    for (n, p), (_, q) in zip(eager.named_parameters(), graphed.named_parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4, msg=lambda m: f"{n}: {m}")
+
+
+def test_a_captured_ensemble_trains_as_the_eager_one(tmp_path):
+    eager = _cuda_fit("gpt", False, tmp_path, copies=3)
+    graphed = _cuda_fit("gpt", True, tmp_path, copies=3)
+    for p, q in zip(eager.stacked, graphed.stacked):
+        torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4)

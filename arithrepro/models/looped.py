@@ -16,7 +16,6 @@ Input position i holds a digit pair (a_i, b_i), embedded linearly from its two o
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from arithrepro.models.transformer import TransformerConfig, TransformerCore, encoder_init, gpt2_init
@@ -58,7 +57,10 @@ class PositionClassifier(nn.Module):
         count (None: T + loop_offset, plus the extra loops training draws)."""
         B, T, _ = pairs.shape
         # (B, T, 2 base) one-hot pairs -> (B, T, d)
-        h = self.embed(F.one_hot(pairs, self.base).flatten(2).to(self.embed.weight.dtype))
+        # one-hot by comparison: F.one_hot checks the digits' range on the host, a read from the
+        # device that a captured step cannot make
+        digits = torch.arange(self.base, device=pairs.device)
+        h = self.embed((pairs.unsqueeze(-1) == digits).flatten(2).to(self.embed.weight.dtype))
         if self.positions is not None:
             if T > self.positions.num_embeddings:
                 raise ValueError(f"{T} positions exceed the {self.positions.num_embeddings} "

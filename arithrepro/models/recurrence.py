@@ -83,6 +83,14 @@ class Rows(NamedTuple):
         index = (perm * T + steps[:, None])[live]
         return Rows(n, start, perm, index)
 
+    @staticmethod
+    def full(B: int, T: int, device) -> "Rows":
+        """Every row at every step, in batch order: what `of` gives without padding, made
+        without reading the batch (a step that must not wait for the device: a CUDA graph)."""
+        perm = torch.arange(B, device=device)
+        index = (perm[None, :] * T + torch.arange(T, device=device)[:, None]).flatten()
+        return Rows([B] * T, [t * B for t in range(T)], perm, index)
+
 
 class LSTMRecurrence(torch.autograd.Function):
     """All steps of a SourceLSTMCell from its initial state, input and output maps included,

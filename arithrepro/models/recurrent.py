@@ -202,6 +202,9 @@ class RecurrentCore(nn.Module):
     are tested against. Under torch.compile the steps run, as before."""
 
     fused = True
+    # The fused LSTM runs only the rows still inside their sequence (False: every row at every
+    # step, a schedule fixed before the batch is read; its outputs at padding are then computed)
+    skip_padding = True
 
     def __init__(self, cells, dropout: float):
         super().__init__()
@@ -213,7 +216,8 @@ class RecurrentCore(nn.Module):
         B, T, _ = x.shape
         fused = state is None and self.fused and not torch.compiler.is_compiling()
         if fused:
-            rows = Rows.of(keep, B, T, x.device)
+            rows = (Rows.of(keep, B, T, x.device) if self.skip_padding
+                    else Rows.full(B, T, x.device))
         if state is None:
             keep = None  # as in ReTran: trailing padding cannot change a real position's output
         for li, cell in enumerate(self.cells):

@@ -1,0 +1,121 @@
+"""The static step (TrainConfig.graphs): what a CUDA graph of the whole training step captures.
+
+On the CPU the static step runs eagerly: each batch padded to the largest shape seen, the loss
+over every position with the unscored ones zeroed, the recurrences over every row, the host's
+draws made before the step. These tests hold it to the eager step's weights for every family of
+model, and hold it to reading nothing back from the device (no .item(), no shape that depends on
+a tensor's values), which a graph could not capture. The capture itself needs CUDA
+(tests/test_cuda.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from arithrepro.ensemble import CopiesBatches, Ensemble
+from arithrepro.models.registry import MODELS
+from arithrepro.train import Parts, Step, TrainConfig, fit
+from tests import helpers
+from tests.test_model_contract import DIMS, SIZES
+
+# ops that read a tensor's values on the host, or size a result by them
+HOST_READS = {"_local_scalar_dense", "nonzero", "masked_select", "equal", "is_nonzero", "item"}
+
+
+class Reads(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name in HOST_READS:
+            self.seen.add(name)
+        return func(*args, **(kwargs or {}))
+
+
+def _cfg(**over):
+    base = dict(lr=3e-3, seed=0, optimizer="lamb", val_every=3, checkpoint_every=100,
+                validate_epochs=False, sync_every=2)
+    return TrainConfig(**{**base, **over})
+
+
+@pytest.mark.parametrize("name", ["gpt", "lstm", "retran"])
+@pytest.mark.parametrize("optimizer", ["lamb", "adamw"])
+def test_the_static_step_trains_to_the_eager_steps_weights(tmp_path, name, optimizer):
+    """Batches of 20 from 96 problems: widths vary and each epoch ends with a short batch, so
+    rows and columns are padded."""
+    weights = {}
+    for graphs in (False, True):
+        cfg = _cfg(optimizer=optimizer, graphs=graphs)
+        batches, valid = helpers.sources(cfg, 20, 2)
+        model = helpers.build(name)
+        result = fit(model, batches, valid, cfg, tmp_path / f"{graphs}.pt", "fp",
+                     spec=MODELS[name], progress=False)
+        weights[graphs] = (dict(model.named_parameters()), result)
+    (eager, a), (static, b) = weights[False], weights[True]
+    assert [r["loss"] for r in b["train_curve"]] == pytest.approx(
+        [r["loss"] for r in a["train_curve"]], rel=1e-4)
+    assert b["best_step"] == a["best_step"]
+    for n, p in eager.items():
+        torch.testing.assert_close(static[n], p, rtol=1e-4, atol=1e-5, msg=lambda m: f"{n}: {m}")
+
+
+def test_an_ensembles_static_step_trains_each_copy_as_alone(tmp_path):
+    cfg = _cfg(graphs=True)
+    sources = [helpers.sources(replace(cfg, seed=s), 20, 1) for s in range(2)]
+    ens = Ensemble([helpers.build("gpt", seed=s) for s in range(2)])
+    fit(ens, CopiesBatches([b for b, _ in sources], {"x": helpers.PAD}), sources[0][1], cfg,
+        tmp_path / "e.pt", "fp", spec=MODELS["gpt"], progress=False)
+    for s in range(2):
+        model = helpers.build("gpt", seed=s)
+        fit(model, *helpers.sources(replace(cfg, seed=s, graphs=False), 20, 1),
+            replace(cfg, seed=s, graphs=False), tmp_path / f"{s}.pt", "fp", spec=MODELS["gpt"],
+            progress=False)
+        for n, p in model.named_parameters():
+            torch.testing.assert_close(ens.state_of(s)[n], p.detach(), rtol=1e-4, atol=1e-5)
+
+
+def _tiny_batch(name: str, B: int = 6):
+    kind = MODELS[name].kind
+    dims = DIMS[kind]
+    g = torch.Generator().manual_seed(0)
+    if kind == "classifier":
+        x = torch.randint(0, dims["base"], (B, 5, 2), generator=g)
+        return x, torch.randint(0, dims["classes"], (B, 5), generator=g), torch.ones(B, 5, dtype=torch.bool)
+    T = 9
+    x = torch.randint(0, 10, (B, T), generator=g)
+    x[:, 2::3] = 11 if kind == "abacus-lm" else x[:, 2::3]
+    mask = torch.arange(T) < torch.randint(3, T + 1, (B, 1), generator=g)
+    x[~mask] = dims["pad_id"]
+    return x, torch.randint(0, 10, (B, T), generator=g), mask
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_static_step_reads_nothing_from_the_device(name):
+    progressive = name == "abacus"
+    cfg = _cfg(graphs=True, progressive=progressive)
+    model = helpers.build(name, SIZES[name], dropout=0.1, **DIMS[MODELS[name].kind]).train()
+    if name == "looped":
+        model.extra_loops = 2
+    parts = Parts.of(model, cfg, 10, 1, MODELS[name])
+    step = Step(parts, cfg, 0, 1, MODELS[name])
+    x, y, mask = step._pad(*_tiny_batch(name))
+    kw = {"exit_at": 1} if progressive else {}
+    if name == "looped":
+        kw["loops"] = 7
+    with Reads() as reads:
+        step._body(x, y, mask, step._count(mask), kw)
+    assert reads.seen == set(), name
+
+
+def test_what_the_static_step_cannot_run_is_refused():
+    model = helpers.build("gpt")
+    for over, match in (({"precision": "fp16"}, "fp16"), ({"micro_batches": 2}, "micro_batches")):
+        cfg = _cfg(graphs=True, **over)
+        with pytest.raises(ValueError, match=match):
+            Step(Parts.of(model, cfg, 10, 1, MODELS["gpt"]), cfg, 0, 1, MODELS["gpt"])
