@@ -23,7 +23,8 @@ import yaml
 from arithrepro.device import DEVICES, PRECISIONS, resolve_device, resolve_precision
 from arithrepro.models.registry import MODELS
 from arithrepro.params_reads import peek, recording
-from arithrepro.schema import Map, ParamsError, check_schema, choice, fail, integer, number
+from arithrepro.schema import (Map, ParamsError, boolean, check_schema, choice, fail, integer,
+                               number)
 from arithrepro.tasks.registry import TASKS
 
 CONF = Path("conf")
@@ -51,6 +52,7 @@ def schema() -> dict:
         "device": choice(*DEVICES),
         "precision": choice(*PRECISIONS),
         "compile": _compile_setting,
+        "graphs": boolean,
         "models": {
             name: {
                 "lr": number(0, lo_open=True),

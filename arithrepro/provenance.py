@@ -25,10 +25,10 @@ NOT_CODE = (":(exclude)dvc.lock", ":(exclude,glob)**/.gitignore")
 
 
 def provenance(params: dict, *, device: str, precision: str, compiled: bool | str = False,
-               root: str | Path | None = None) -> dict:
+               graphs: bool = False, root: str | Path | None = None) -> dict:
     """The block for a run record. `params`: what the run read from params.yaml (hashed, not
     copied); `device`: where it ran ("cpu", "cuda", "cuda:1"); `compiled`: params' compile
-    (False, True or a torch.compile mode); `root`: the code's checkout (by default the one this
+    (False, True or a torch.compile mode); `graphs`: whether each step was a CUDA graph; `root`: the code's checkout (by default the one this
     package is imported from)."""
     import torch
 
@@ -37,7 +37,8 @@ def provenance(params: dict, *, device: str, precision: str, compiled: bool | st
             "platform": platform.platform(), "cpu": cpu_model(), "cpu_capability": cpu_capability(),
             **accelerator(device), "threads": torch.get_num_threads(),
             "processes": int(os.environ.get("WORLD_SIZE", "1")),
-            "precision": precision, "compile": compiled, "params_sha256": params_hash(params)}
+            "precision": precision, "compile": compiled, "graphs": graphs,
+            "params_sha256": params_hash(params)}
 
 
 def params_hash(params) -> str:

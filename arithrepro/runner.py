@@ -94,7 +94,7 @@ def _write(task, spec: RunSpec, built: Built, result: dict, params: dict, where:
     from arithrepro.provenance import provenance
 
     origin = provenance(built.read, device=where.device, precision=where.precision,
-                        compiled=where.compile)
+                        compiled=where.compile, graphs=where.graphs)
     state = {k: v.cpu() for k, v in built.net.state_dict().items()}
     save_torch(spec.dir / "model.pt", {**built.arch, "state_dict": state})
     summary = {k: v for k, v in result.items() if not k.endswith("_curve")}

@@ -56,6 +56,7 @@ class Placement:
     device: str
     precision: str
     compile: bool
+    graphs: bool = False  # each training step a CUDA graph (on a GPU only)
 
 
 def find(task, params: dict, name: str) -> RunSpec:

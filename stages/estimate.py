@@ -132,7 +132,8 @@ def _jobs(params: dict, tasks, device: str, precisions: dict):
 
     for name in tasks:
         task = TASKS[name]
-        where = Placement(device, precisions[name], bool(params["compile"]))
+        where = Placement(device, precisions[name], bool(params["compile"]),
+                          bool(params["graphs"]) and device.startswith("cuda"))
         groups = {}
         for run in task.runs(params):
             groups.setdefault((run.group, run.model, run.label), []).append(run)

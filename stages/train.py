@@ -17,7 +17,7 @@ def train(params_path: str, task: str, name: str) -> None:
     lstm-std-data.r0.3-0, rnn-s20-0; each is a cell of a train stage in dvc.yaml), resuming from
     its checkpoint if it was cut short.
 
-    Reads params: device, precision, compile and what the task reads of the run (dvc.yaml's
+    Reads params: device, precision, compile, graphs and what the task reads of the run (dvc.yaml's
     train-<task> stages list the keys exactly), and data/<task>/.
     Writes runs/<task>/[<study>/]<run>/{model.pt,train.json} and, while the run goes on, its
     live/ folder (dvclive: train/loss and train/lr per step, val/* at every validation, the
@@ -40,7 +40,8 @@ def train(params_path: str, task: str, name: str) -> None:
     spec = runs.find(t, unrecorded(params), name)
     device, precision = config.placement(params, task)
     rank, world, device = _join_world(device)
-    where = runs.Placement(device, precision, bool(params["compile"]))
+    where = runs.Placement(device, precision, bool(params["compile"]),
+                           bool(params["graphs"]) and device.startswith("cuda"))
     record = runner.train(t, spec, params, where, rank)
     if world > 1:
         torch.distributed.destroy_process_group()

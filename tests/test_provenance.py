@@ -48,7 +48,7 @@ def test_fields_have_their_types_and_survive_json():
     assert block["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert (block["device"], block["gpu"], block["cuda"]) == ("cpu", None, None)
     assert block["threads"] == torch.get_num_threads() and block["processes"] == 1
-    assert (block["precision"], block["compile"]) == ("fp32", False)
+    assert (block["precision"], block["compile"], block["graphs"]) == ("fp32", False, False)
     assert SHA256.fullmatch(block["params_sha256"])
 
 

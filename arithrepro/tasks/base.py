@@ -146,7 +146,8 @@ class GridTask(Task):
     def evaluate(self, model, params: dict, data_dir: Path, device, progress=None):
         """(metrics, rows): the run record's scores and the per-problem (or per-cell) rows."""
 
-    def cell(self, params: dict, model: str, size: str, seed: int, precision: str):
+    def cell(self, params: dict, model: str, size: str, seed: int, precision: str,
+             graphs: bool = False):
         """A cell's architecture {model, size, dropout, dims} and its training loop's config:
         <task>.train, and the model's lr, dropout and size. The one
         place a grid cell's TrainConfig is made: the train stage and `arithrepro estimate`
@@ -159,7 +160,8 @@ class GridTask(Task):
                           progressive=bool(loop.get("progressive", False)),
                           val_every=loop["val_every"], checkpoint_every=loop["checkpoint_every"],
                           eval_batch_size=4 * loop["batch_size"], precision=precision,
-                          compile=params["compile"], micro_batches=int(m["micro_batches"]))
+                          compile=params["compile"], micro_batches=int(m["micro_batches"]),
+                          graphs=graphs)
         arch = {"model": model, "size": architecture(params, self.name, model, size),
                 "dropout": float(m["dropout"]), "dims": self.dims(params)}
         return arch, cfg
@@ -173,7 +175,8 @@ class GridTask(Task):
         from dataclasses import asdict
 
         data_dir = Path("data") / self.name
-        arch, cfg = self.cell(params, spec.model, spec.label, spec.seed, where.precision)
+        arch, cfg = self.cell(params, spec.model, spec.label, spec.seed, where.precision,
+                              where.graphs)
         batches = self.train_batches(params, data_dir, spec.seed, where.device)
         valid = self.valid_set(params, data_dir, where.device)
         net = self._net(spec, arch, where)
@@ -188,7 +191,8 @@ class GridTask(Task):
         validation split's size of them."""
         import torch
 
-        arch, cfg = self.cell(params, spec.model, spec.label, spec.seed, where.precision)
+        arch, cfg = self.cell(params, spec.model, spec.label, spec.seed, where.precision,
+                              where.graphs)
         batches = self.sample_batches(params, spec.seed, where.device)
         rows, batch = self.valid_count(params), params[self.name]["train"]["batch_size"]
         parts = [batches(i) for i in range(-(-min(cfg.eval_batch_size, rows) // batch))]

@@ -519,7 +519,7 @@ def setup_run(spec: RunSpec, params: dict, ids, vocab_size: int, where: Placemen
                       warmup_frac=0.0, val_every=t["eval_every"],
                       checkpoint_every=t["checkpoint_every"], validate_epochs=False,
                       restore_best=False, eval_batch_size=256, precision=where.precision,
-                      compile=where.compile)
+                      compile=where.compile, graphs=where.graphs)
     batches = EpochBatches(lambda idx: Data.batch(data.train, idx), len(data.train),
                            t["batch_size"], 1, spec.seed, where.device, steps=sched["steps"])
     return (net, model, size, dims, data, cfg, batches,

@@ -470,7 +470,7 @@ def cell(spec: RunSpec, c: dict, where: Placement):
                       weight_decay=float(c["weight_decay"]),
                       val_every=c["eval_every"], checkpoint_every=c["checkpoint_every"],
                       validate_epochs=False, restore_best=False, outputs_from=data.outputs_from,
-                      precision=where.precision, compile=where.compile)
+                      precision=where.precision, compile=where.compile, graphs=where.graphs)
     train = data.splits["train"]
     batches = EpochBatches(lambda idx: (train.x[idx], train.y[idx], train.mask[idx]),
                            len(train.x), c["batch_size"], 1, spec.seed, where.device,
