@@ -19,9 +19,10 @@ Integers a model draws on the host to shape its forward (the looped encoder's ex
 differ between copies that run as one program: a template that has `shared_draw(x)` is asked for
 them once per forward, and every copy runs with the same ones.
 
-Models whose forward reads tensor values on the host (the fused recurrences sort rows by length,
-ReTran writes a cache in place) run their per-operation path under vmap: `Ensemble` turns their
-`fused` flag off on its template.
+The fused recurrences run their ensemble form (models/recurrence_copies.py) over every row:
+the copies' rows end at different steps, so none is skipped. ReTran, whose fused layer has no
+ensemble form, runs its per-operation path under vmap. `Ensemble` sets these switches on its
+template; `copy_of` gives a copy back with its class's own.
 """
 
 from __future__ import annotations
@@ -59,7 +60,12 @@ class Ensemble(nn.Module):
             self.buffer_names.append(n)
         template = copy.deepcopy(first)
         for m in template.modules():
-            if getattr(m, "fused", False) is True:
+            kind = type(m)
+            if hasattr(kind, "vmapped"):  # a fused recurrence's ensemble form
+                m.vmapped = True
+            if hasattr(kind, "skip_padding"):  # the copies' rows end at different steps
+                m.skip_padding = False
+            if getattr(kind, "fused", False) and not getattr(kind, "fused_copies", False):
                 m.fused = False
         # a list, so that nn.Module does not register the template's own parameters
         self._template = [template]
@@ -125,7 +131,8 @@ class Ensemble(nn.Module):
         fused paths its architecture has."""
         model = copy.deepcopy(self.template)
         for m in model.modules():
-            m.__dict__.pop("fused", None)  # the class's own choice again
+            for switch in ("fused", "vmapped", "skip_padding"):  # the class's own again
+                m.__dict__.pop(switch, None)
         with torch.no_grad():
             own = dict(model.named_parameters())
             for n, p in zip(self.names, self.stacked):

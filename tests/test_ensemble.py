@@ -126,7 +126,8 @@ def test_a_copy_comes_back_as_the_standalone_model():
     models = copies("lstm")
     ens = Ensemble(models)
     back = ens.copy_of(2)
-    assert back.core.fused and not ens.template.core.fused
+    assert back.core.skip_padding and not back.core.cells[0].vmapped
+    assert not ens.template.core.skip_padding and ens.template.core.cells[0].vmapped
     for (n, p), (_, q) in zip(back.named_parameters(), models[2].named_parameters()):
         assert torch.equal(p, q), n
     x, _, _ = batch("lstm", 0)
@@ -316,3 +317,63 @@ def test_only_the_seeds_of_one_configuration_train_together(tmp_path, monkeypatc
     with pytest.raises(ValueError, match="not one configuration"):
         runner.train_together(TASKS["expr"], specs, params, Placement("cpu", "fp32", False),
                               tmp_path / "group.pt")
+
+
+# --- the fused recurrences' ensemble form ------------------------------------------------------
+
+def _grads(fn, tensors):
+    out = fn(*tensors)
+    g = torch.Generator().manual_seed(7)
+    weight = torch.randn(out.shape, generator=g, dtype=out.dtype)
+    return out, torch.autograd.grad((out * weight).sum(), [t for t in tensors if t is not None])
+
+
+@pytest.mark.parametrize("cell", ["source", "standard", "elman", "gru"])
+def test_the_copies_recurrence_is_each_copys_own(cell):
+    """Each recurrence's copies Function, forward and every gradient, against the single-model
+    Function run copy by copy (float64, every row a full sequence)."""
+    from arithrepro.models import recurrence as single
+    from arithrepro.models import recurrence_copies as copies
+
+    g = torch.Generator().manual_seed(0)
+    E, B, T, d = 3, 4, 5, 6
+
+    def r(*shape):
+        return (0.5 * torch.randn(E, *shape, generator=g, dtype=torch.float64)).requires_grad_()
+
+    if cell in ("source", "standard"):
+        F = d if cell == "standard" else 8
+        args = [r(B, T, d), r(4 * F, d), r(4 * F), r(4 * F, d)]
+        if cell == "source":
+            args += [r(d, F), r(d), r(B, d), r(B, F), r(d, F), r(d)]
+        else:
+            args += [None] * 6
+        rows = single.Rows.full(B, T, "cpu")
+
+        def one(e):
+            return lambda *a: single.LSTMRecurrence.apply(a[0], rows, *a[1:])
+
+        together = copies.LSTMCopies.apply
+    else:
+        width = 3 * d if cell == "gru" else d
+        args = [r(B, T, width), r(width, d)]
+        fn = single.GRURecurrence if cell == "gru" else single.ElmanRecurrence
+        together = (copies.GRUCopies if cell == "gru" else copies.ElmanCopies).apply
+
+        def one(e):
+            return fn.apply
+
+    out, grads = _grads(together, args)
+    for e in range(E):
+        mine = [None if a is None else a[e].detach().clone().requires_grad_() for a in args]
+        ref, ref_grads = _grads(one(e), mine)
+        torch.testing.assert_close(out[e], ref)
+    # the gradients of the whole: each copy's part is that copy's own
+    for e in range(E):
+        mine = [None if a is None else a[e].detach().clone().requires_grad_() for a in args]
+        g = torch.Generator().manual_seed(7)
+        weight = torch.randn(out.shape, generator=g, dtype=out.dtype)[e]
+        ref = one(e)(*mine)
+        ref_grads = torch.autograd.grad((ref * weight).sum(), [t for t in mine if t is not None])
+        for a, b in zip(grads, ref_grads):
+            torch.testing.assert_close(a[e], b)

@@ -35,9 +35,12 @@ from arithrepro.models.dropout import Dropout
 from arithrepro.models.lm import LanguageModel
 from arithrepro.models.recurrence import (ElmanRecurrence, GRURecurrence, LSTMRecurrence, Rows,
                                           run_fused)
+from arithrepro.models.recurrence_copies import VmappedElman, VmappedGRU, VmappedLSTM
 
 
 class SourceLSTMCell(nn.Module):
+    vmapped = False  # an ensemble's copies: `sequence` runs the copies' Function (recurrence_copies)
+
     def __init__(self, d_in: int, d_model: int, d_ff: int, input_init: str = "kaiming",
                  standard: bool = False):
         super().__init__()
@@ -91,11 +94,12 @@ class SourceLSTMCell(nn.Module):
     def sequence(self, x: torch.Tensor, rows: "Rows") -> torch.Tensor:
         """The finished outputs of all steps from the initial state, zero at padding (rows)."""
         W, U = self.W, self.U.weight
+        fn, rest = (VmappedLSTM, ()) if self.vmapped else (LSTMRecurrence, (rows,))
         if self.standard:
-            return run_fused(LSTMRecurrence, x, rows, W.weight, W.bias, U, *[None] * 6)
+            return run_fused(fn, x, *rest, W.weight, W.bias, U, *[None] * 6)
         h0, c0 = self.initial(x.size(0))
-        return run_fused(LSTMRecurrence, x, rows, W.weight, W.bias, U, self.P.weight, self.P.bias,
-                      h0, c0, self.out.weight, self.out.bias)
+        return run_fused(fn, x, *rest, W.weight, W.bias, U, self.P.weight, self.P.bias,
+                         h0, c0, self.out.weight, self.out.bias)
 
     def step(self, xw, h, c, keep=None):
         """One time step given xw = W(x_t) (B, 4 d_ff). Returns (output, h, c): the output is
@@ -123,6 +127,7 @@ class _ZeroStartCell(nn.Module):
     U(±1/sqrt(d_in)), the recurrent one U(±1/sqrt(d))."""
 
     zero_start = True
+    vmapped = False  # an ensemble's copies: `sequence` runs the copies' Function (recurrence_copies)
 
     def __init__(self, W: nn.Linear, U: nn.Linear, d_model: int):
         super().__init__()
@@ -152,7 +157,8 @@ class ElmanCell(_ZeroStartCell):
         return self.W(x) + self.U.bias
 
     def sequence(self, x: torch.Tensor, rows: "Rows") -> torch.Tensor:
-        return run_fused(ElmanRecurrence, self.inputs(x), self.U.weight)
+        fn = VmappedElman if self.vmapped else ElmanRecurrence
+        return run_fused(fn, self.inputs(x), self.U.weight)
 
     def step(self, xw, h, keep=None):
         h_new = self.kept((xw if h is None else torch.addmm(xw, h, self.U.weight.t())).tanh(),
@@ -173,7 +179,8 @@ class GRUCell(_ZeroStartCell):
         return self.W(x)
 
     def sequence(self, x: torch.Tensor, rows: "Rows") -> torch.Tensor:
-        return run_fused(GRURecurrence, self.inputs(x), self.U.weight)
+        fn = VmappedGRU if self.vmapped else GRURecurrence
+        return run_fused(fn, self.inputs(x), self.U.weight)
 
     def step(self, xw, h, keep=None):
         d = self.d
@@ -202,6 +209,7 @@ class RecurrentCore(nn.Module):
     are tested against. Under torch.compile the steps run, as before."""
 
     fused = True
+    fused_copies = True  # its cells' Functions have an ensemble form (recurrence_copies.py)
     # The fused LSTM runs only the rows still inside their sequence (False: every row at every
     # step, a schedule fixed before the batch is read; its outputs at padding are then computed)
     skip_padding = True
