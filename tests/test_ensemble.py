@@ -377,3 +377,27 @@ def test_the_copies_recurrence_is_each_copys_own(cell):
         ref_grads = torch.autograd.grad((ref * weight).sum(), [t for t in mine if t is not None])
         for a, b in zip(grads, ref_grads):
             torch.testing.assert_close(a[e], b)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_retrans_copies_layer_is_each_copys_fused_layer(dropout):
+    """The ensemble's ReTran (its fused layer's ensemble form) against each copy's own fused
+    layers: outputs and every parameter's gradient; with dropout, the copies' masks are drawn
+    together, so the check is at rate 0 and the run at 0.3 only has to match itself in shape."""
+    models = copies("retran", dropout=dropout)
+    ens = Ensemble(models).train()
+    assert ens.template.core.vmapped and ens.template.core.fused
+    X, Y, M = stack_inputs([batch("retran", e) for e in range(E)], pad_of("retran"))
+    out = ens(X)
+    (out * M.unsqueeze(-1)).sum().backward()
+    if dropout:
+        assert out.shape == (E, *X.shape[1:], DIMS["lm"]["vocab_size"])
+        return
+    for e, m in enumerate(models):
+        ref = m.train()(X[e])
+        torch.testing.assert_close(out[e][M[e]], ref[M[e]], rtol=1e-5, atol=1e-6)
+        (ref * M[e].unsqueeze(-1)).sum().backward()
+        grads = dict(zip(ens.names, (p.grad for p in ens.stacked)))
+        for n, p in m.named_parameters():
+            torch.testing.assert_close(grads[n][e], p.grad, rtol=1e-4, atol=1e-5,
+                                       msg=lambda msg: f"{n}: {msg}")

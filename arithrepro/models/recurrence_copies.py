@@ -229,10 +229,12 @@ def _stacked(info, in_dims, args):
     return out
 
 
-def vmapped(copies: type[torch.autograd.Function]) -> type[torch.autograd.Function]:
+def vmapped(copies: type[torch.autograd.Function], out_dim: int = 0,
+            prepare=None) -> type[torch.autograd.Function]:
     """An autograd Function that runs only under an ensemble's vmap, where its rule calls
-    `copies` on the stacked tensors (`skip`: leading arguments the copies' Function does not
-    take, such as the single-model Function's rows)."""
+    `copies` on the stacked tensors (copy dimension first; `prepare(args) -> args` may adjust
+    them, seeing what vmap hides, such as which tensors require gradients) and returns its
+    output, whose copy dimension is `out_dim`."""
 
     class Vmapped(torch.autograd.Function):
         @staticmethod
@@ -249,7 +251,8 @@ def vmapped(copies: type[torch.autograd.Function]) -> type[torch.autograd.Functi
 
         @staticmethod
         def vmap(info, in_dims, *args):
-            return copies.apply(*_stacked(info, in_dims, args)), 0
+            args = _stacked(info, in_dims, args)
+            return copies.apply(*(prepare(args) if prepare else args)), out_dim
 
     Vmapped.__name__ = f"Vmapped{copies.__name__}"
     return Vmapped

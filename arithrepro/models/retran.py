@@ -46,6 +46,7 @@ from torch import nn
 from arithrepro.models.lm import LanguageModel
 from arithrepro.models.recurrence import Rows
 from arithrepro.models.recurrent import SourceLSTMCell
+from arithrepro.models.retran_copies import VmappedReTran
 from arithrepro.models.retran_fused import FusedLayer, Workspace
 from arithrepro.models.transformer import Attention, TransformerConfig, gpt2_init
 
@@ -116,6 +117,8 @@ class ReTranLayer(nn.Module):
 class ReTranCore(nn.Module):
     # runs eager under torch.compile (the registry's `eager` says why)
     fused = True  # False: the per-op path from a fresh state too (the fused one's reference)
+    fused_copies = True  # its fused layer has an ensemble form (retran_copies.py)
+    vmapped = False  # an ensemble's copies: the fused layer's ensemble form
     # The fused path computes no position after a row's last real token (its outputs there are
     # zeros; the per-op path computes them, and they never reach a real position's output).
     skip_padding = True
@@ -173,8 +176,9 @@ class ReTranCore(nn.Module):
         saving = torch.is_grad_enabled() and (x.requires_grad or
                                               any(w.requires_grad for w in self.parameters()))
         h = x.transpose(0, 1).contiguous()  # (T, B, d): one time step is one contiguous block
+        fn = VmappedReTran if self.vmapped else FusedLayer
         for layer in self.layers:
-            h = FusedLayer.apply(h, rows, self._workspace, self.heads, layer.ln_a.eps, p, saving,
+            h = fn.apply(h, rows, self._workspace, self.heads, layer.ln_a.eps, p, saving,
                                   *layer.fused_weights(T, self.positions))
         h = h.transpose(0, 1)
         return h if order is None else h.index_select(0, order.argsort())
