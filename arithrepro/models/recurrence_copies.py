@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from arithrepro.models.recurrence import _tanh
+from arithrepro.models.recurrence import _scratch, _tanh
 
 
 def _bmm_t(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -124,96 +124,133 @@ class LSTMCopies(torch.autograd.Function):
     """LSTMRecurrence per copy over every row (no padding skipped): x (E, B, T, d_in), W
     (E, 4F, d_in), W_bias (E, 4F), U (E, 4F, D), then for the source cell P (E, D, F), P_bias,
     h0 (E, B, D), c0 (E, B, F), O (E, D_out, F), O_bias (the standard cell: None) ->
-    (E, B, T, D_out)."""
+    (E, B, T, D_out).
+
+    Buffers are (E, T, B, .), taken from the single-model Function's pool (recurrence._scratch):
+    a copy's steps one after another, so that a whole-sequence matmul reads a copy's buffer as
+    one (T * B, .) matrix and a step's slice is E blocks of B contiguous rows."""
 
     @staticmethod
     def forward(ctx, x, W, Wb, U, P, Pb, h0, c0, O, Ob):
         standard = P is None
         E, B, T, d_in = x.shape
-        F = U.size(1) // 4
-        X = x.transpose(1, 2).reshape(E, T * B, d_in)                  # time-major rows
-        A = _steps(torch.baddbmm(Wb.unsqueeze(1), X, W.transpose(1, 2)), T)  # (T, E, B, 4F)
-        C = x.new_empty(T + 1, E, B, F)                                 # c_{t-1} at t
-        H = x.new_empty(T, E, B, U.size(2))                             # h_{t-1} at t
-        M = x.new_empty(T, E, B, F)                                     # outputs m_t
-        TC = x.new_empty(T, E, B, F) if standard else None              # tanh(c_t)
+        F, D = U.size(1) // 4, U.size(2)
+
+        def new(steps, cols):
+            return _scratch.take(x, E * steps * B, cols).view(E, steps, B, cols)
+
+        X = new(T, d_in)
+        X.copy_(x.transpose(1, 2))
+        A = new(T, 4 * F)                                     # pre-activations, then i, f, o, g
+        torch.baddbmm(Wb.unsqueeze(1), X.view(E, T * B, d_in), W.transpose(1, 2),
+                      out=A.view(E, T * B, 4 * F))
+        C = new(T + 1, F)                                     # c_{t-1} at t
+        H = new(T, D)                                         # h_{t-1} at t
+        M = new(T, F)                                         # outputs m_t
+        TC = new(T, F) if standard else None                  # tanh(c_t)
         if standard:
-            C[0].zero_()
+            C[:, 0].zero_()
         else:
-            C[0].copy_(c0)
-            H[0].copy_(h0)
+            C[:, 0].copy_(c0)
+            H[:, 0].copy_(h0)
             Pt = P.transpose(1, 2)
         Ut = U.transpose(1, 2)
         for t in range(T):
-            a = A[t]
-            if not (standard and t == 0):                               # U h_{-1} = 0
-                a.baddbmm_(H[t], Ut)
+            a = A[:, t]
+            if not (standard and t == 0):                     # U h_{-1} = 0
+                a.baddbmm_(H[:, t], Ut)
             a[..., :3 * F].sigmoid_()
             _tanh(a[..., 3 * F:], a[..., 3 * F:])
             i, f, o, g = a.split(F, dim=-1)
-            torch.mul(f, C[t], out=C[t + 1]).addcmul_(i, g)
+            torch.mul(f, C[:, t], out=C[:, t + 1]).addcmul_(i, g)
             if standard:
-                torch.mul(o, _tanh(C[t + 1], TC[t]), out=M[t])
+                torch.mul(o, _tanh(C[:, t + 1], TC[:, t]), out=M[:, t])
             else:
-                torch.mul(o, C[t + 1], out=M[t])
+                torch.mul(o, C[:, t + 1], out=M[:, t])
             if t + 1 < T:
                 if standard:
-                    H[t + 1].copy_(M[t])
+                    H[:, t + 1].copy_(M[:, t])
                 else:
-                    torch.baddbmm(Pb.unsqueeze(1), M[t], Pt, out=H[t + 1])
-        Mr = _rows(M)
+                    torch.baddbmm(Pb.unsqueeze(1), M[:, t], Pt, out=H[:, t + 1])
+        Mr = M.view(E, T * B, F)
         Y = Mr if standard else torch.baddbmm(Ob.unsqueeze(1), Mr, O.transpose(1, 2))
-        ctx.standard, ctx.buffers = standard, (X, A, C, H, M, TC)
-        ctx.save_for_backward(W, U, P, O)
-        return Y.view(E, T, B, -1).transpose(1, 2).contiguous()
+        Y = Y.view(E, T, B, -1).transpose(1, 2).contiguous()
+        buffers = (X, A, C, H, M, TC)
+        if any(ctx.needs_input_grad):
+            ctx.standard, ctx.buffers = standard, buffers
+            ctx.save_for_backward(W, U, P, O)
+        else:
+            _scratch.give(*buffers)
+        return Y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dY):
+        if not hasattr(ctx, "buffers"):
+            raise RuntimeError("the copies' fused LSTM's backward runs once (no retain_graph)")
         standard, (X, A, C, H, M, TC) = ctx.standard, ctx.buffers
         W, U, P, O = ctx.saved_tensors
         del ctx.buffers
-        T, E, B, F4 = A.shape
-        F = F4 // 4
+        E, T, B, F4 = A.shape
+        F, D = F4 // 4, U.size(2)
+
+        def new(steps, cols):
+            return _scratch.take(A, E * steps * B, cols).view(E, steps, B, cols)
+
         with torch.autocast(dY.device.type, enabled=False):
-            dYr = dY.transpose(1, 2).reshape(E, T * B, -1)               # time-major rows
-            d = _steps(dYr if standard else torch.bmm(dYr, O), T)       # gradient of m_t
-            dG = torch.empty_like(A)
-            dHin = None if standard else torch.empty_like(H)            # gradient of H[t]
+            dYr = new(T, dY.size(-1))
+            dYr.copy_(dY.transpose(1, 2))
+            if standard:
+                d = dYr                                       # the gradient of m_t
+            else:
+                d = new(T, F)
+                torch.bmm(dYr.view(E, T * B, -1), O, out=d.view(E, T * B, F))
+            dG = new(T, F4)
+            dHin = None if standard else new(T, D)            # the gradient of H[:, t]
             dc = A.new_zeros(E, B, F)
             for t in reversed(range(T)):
-                a, dm = A[t], d[t]
+                a, dm = A[:, t], d[:, t]
                 i, f, o, g = a.split(F, dim=-1)
-                if t + 1 < T:                                            # dm_t += dh_t . (h_t's map)
+                if t + 1 < T:                                  # dm_t += dh_t . (h_t's map)
                     if standard:
-                        dm.baddbmm_(dG[t + 1], U)
+                        dm.baddbmm_(dG[:, t + 1], U)
                     else:
-                        dm.baddbmm_(dHin[t + 1], P)
-                k = a[..., :3 * F] - a[..., :3 * F] ** 2                 # sigmoid'
+                        dm.baddbmm_(dHin[:, t + 1], P)
+                k = a[..., :3 * F] - a[..., :3 * F] ** 2       # sigmoid'
                 ki, kf, ko = k.split(F, dim=-1)
-                dgi, dgf, dgo, dgg = dG[t].split(F, dim=-1)
+                dgi, dgf, dgo, dgg = dG[:, t].split(F, dim=-1)
                 if standard:
-                    tc = TC[t]
+                    tc = TC[:, t]
                     dc.addcmul_(dm, o * (1 - tc * tc))
                     torch.mul(dm, tc, out=dgo).mul_(ko)
                 else:
                     dc.addcmul_(dm, o)
-                    torch.mul(dm, C[t + 1], out=dgo).mul_(ko)
+                    torch.mul(dm, C[:, t + 1], out=dgo).mul_(ko)
                 torch.mul(dc, g, out=dgi).mul_(ki)
-                torch.mul(dc, C[t], out=dgf).mul_(kf)
+                torch.mul(dc, C[:, t], out=dgf).mul_(kf)
                 torch.mul(dc, i * (1 - g * g), out=dgg)
                 if not standard:
-                    torch.bmm(dG[t], U, out=dHin[t])                     # dh_{t-1}
+                    torch.bmm(dG[:, t], U, out=dHin[:, t])      # dh_{t-1}
                 dc.mul_(f)
-            dGr = _rows(dG)
+            dGr = dG.view(E, T * B, F4)
             dx = torch.bmm(dGr, W).view(E, T, B, -1).transpose(1, 2)
-            grads = [dx, dGr.transpose(1, 2) @ X, dGr.sum(1)]
+            grads = [dx, dGr.transpose(1, 2) @ X.view(E, T * B, -1), dGr.sum(1)]
             if standard:
-                grads += [_bmm_t(dG[1:], H[1:])] + [None] * 6
+                grads += [_copy_bmm_t(dG[:, 1:], H[:, 1:])] + [None] * 6
             else:
-                grads += [_bmm_t(dG, H), _bmm_t(dHin[1:], M[:-1]), dHin[1:].sum((0, 2)),
-                          dHin[0], dc, dYr.transpose(1, 2) @ _rows(M), dYr.sum(1)]
+                grads += [_copy_bmm_t(dG, H), _copy_bmm_t(dHin[:, 1:], M[:, :-1]),
+                          dHin[:, 1:].sum((1, 2)), dHin[:, 0].clone(), dc,
+                          dYr.view(E, T * B, -1).transpose(1, 2) @ M.view(E, T * B, F),
+                          dYr.sum((1, 2))]
+            _scratch.give(X, A, C, H, M, TC, dYr, None if standard else d, dG, dHin)
             return tuple(grads)
+
+
+def _copy_bmm_t(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """sum over steps and rows of a^T b per copy, copy-major: a (E, S, B, m), b (E, S, B, n) ->
+    (E, m, n)."""
+    E = a.size(0)
+    return torch.bmm(a.reshape(E, -1, a.size(-1)).transpose(1, 2), b.reshape(E, -1, b.size(-1)))
 
 
 def _stacked(info, in_dims, args):
