@@ -40,11 +40,14 @@ class Checkpoint:
         names = [f.name for f in fields(states[0])]
         if len(states) > 1:  # an ensemble's: one state per copy
             rows = ck.get("copies")
-            if not isinstance(rows, list) or len(rows) != len(states):
+            if (not isinstance(rows, list) or len(rows) != len(states)
+                    or not all(isinstance(r, dict) for r in rows)):
                 return self._set_aside(f"not the checkpoint of {len(states)} copies")
         else:
             rows = [ck]
-        missing = [k for k in KEYS if k not in ck] + [k for k in names if k not in rows[0]]
+        # `failed` (an ensemble's stopped copy) is newer than some checkpoints: absent is none
+        missing = [k for k in KEYS if k not in ck] + sorted(
+            {k for row in rows for k in names if k not in row and k != "failed"})
         if missing:
             return self._set_aside(f"no {', '.join(missing)}")
         before = _snapshot(parts)
@@ -57,7 +60,8 @@ class Checkpoint:
             return self._set_aside(f"does not fit this run ({err})")
         for state, row in zip(states, rows):
             for name in names:
-                setattr(state, name, row[name])
+                if name in row:
+                    setattr(state, name, row[name])
         return True
 
     def save(self, parts, states: list, cfg, finished: bool) -> None:

@@ -19,10 +19,10 @@ Integers a model draws on the host to shape its forward (the looped encoder's ex
 differ between copies that run as one program: a template that has `shared_draw(x)` is asked for
 them once per forward, and every copy runs with the same ones.
 
-The fused recurrences run their ensemble form (models/recurrence_copies.py) over every row:
-the copies' rows end at different steps, so none is skipped. ReTran, whose fused layer has no
-ensemble form, runs its per-operation path under vmap. `Ensemble` sets these switches on its
-template; `copy_of` gives a copy back with its class's own.
+The fused recurrences and ReTran's fused layer run their ensemble forms
+(models/recurrence_copies.py, models/retran_copies.py) over every row: the copies' rows end at
+different steps, so none is skipped. `Ensemble` sets these switches on its template; `copy_of`
+gives a copy back with its class's own.
 """
 
 from __future__ import annotations

@@ -32,11 +32,11 @@ class ForeachLamb(torch_optimizer.Lamb):
         self.blocks = {id(p): k for p, k in (blocks or {}).items()}
         self.capturable = capturable
 
-    def _split(self, tensors: list, params: list) -> list:
-        """Each tensor, or its blocks as views when its parameter holds several."""
+    @staticmethod
+    def _split(tensors: list, counts: list[int]) -> list:
+        """Each tensor, or its `count` blocks as views when its parameter holds several."""
         out = []
-        for t, p in zip(tensors, params):
-            k = self.blocks.get(id(p), 1)
+        for t, k in zip(tensors, counts):
             out.extend([t] if k == 1 else t.reshape(k, -1).unbind(0))  # views: contiguous
         return out
 
@@ -59,7 +59,9 @@ class ForeachLamb(torch_optimizer.Lamb):
                     st["step"] = 0
                     st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                if self.capturable and not torch.is_tensor(st["step"]):
+                if self.capturable and not (torch.is_tensor(st["step"])
+                                            and st["step"].device == p.device):
+                    # a plain run's count, or a checkpoint's loaded on the host
                     st["step"] = torch.tensor(float(st["step"]), device=p.device)
                 elif not self.capturable and torch.is_tensor(st["step"]):
                     st["step"] = int(st["step"])  # a checkpoint from a capturable run
@@ -68,12 +70,12 @@ class ForeachLamb(torch_optimizer.Lamb):
             else:
                 for st in states:
                     st["step"] += 1
-            owners = params
-            exp_avg = self._split([st["exp_avg"] for st in states], owners)
-            exp_avg_sq = self._split([st["exp_avg_sq"] for st in states], owners)
-            grads = self._split(grads, owners)
-            states = [st for st, p in zip(states, owners) for _ in range(self.blocks.get(id(p), 1))]
-            params = self._split(params, owners)
+            counts = [self.blocks.get(id(p), 1) for p in params]
+            exp_avg = self._split([st["exp_avg"] for st in states], counts)
+            exp_avg_sq = self._split([st["exp_avg_sq"] for st in states], counts)
+            grads = self._split(grads, counts)
+            states = [st for st, k in zip(states, counts) for _ in range(k)]
+            params = self._split(params, counts)
             beta1, beta2 = group["betas"]
             torch._foreach_mul_(exp_avg, beta1)
             torch._foreach_add_(exp_avg, grads, alpha=1 - beta1)

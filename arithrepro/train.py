@@ -128,8 +128,7 @@ def validation_loss(model, make_batch, n: int, batch_size: int) -> float:
 
 
 def make_optimizer(model, cfg: TrainConfig):
-    # on a GPU LAMB's step counts stay on the device (a step reads nothing from the host); Adam's
-    # do where the step is captured as a CUDA graph
+    # where the step is captured as a CUDA graph, the optimizers' step counts stay on the GPU
     on_gpu = next(model.parameters()).device.type == "cuda"
     if cfg.optimizer == "lamb":  # torch-optimizer's Lamb, stepped over all parameters at once
         from arithrepro.optim import ForeachLamb
@@ -137,7 +136,7 @@ def make_optimizer(model, cfg: TrainConfig):
         blocks = {p: k for m in model.modules() if hasattr(m, "lamb_blocks")
                   for p, k in m.lamb_blocks().items()}
         return ForeachLamb(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
-                           blocks=blocks, capturable=on_gpu)
+                           blocks=blocks, capturable=on_gpu and cfg.graphs)
     if cfg.optimizer == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, cfg.beta2),
                                  weight_decay=cfg.weight_decay, capturable=on_gpu and cfg.graphs)
@@ -238,6 +237,7 @@ class State:
     val_curve: list = field(default_factory=list)
     seconds: float = 0.0
     tokens: int = 0
+    failed: str = ""  # an ensemble's copy that stopped: why (a single run raises instead)
 
 
 @dataclass
@@ -264,14 +264,26 @@ class Parts:
         if cfg.compile and _compilable(spec or _PLAIN):
             runner = torch.compile(runner, mode=cfg.compile if isinstance(cfg.compile, str) else None)
         scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
-        if cfg.graphs and device.type == "cuda":  # a rate the scheduler fills in place
-            for group in opt.param_groups:
-                # the schedule's base rate stays a float: from a tensor it would read it back
-                group["initial_lr"] = float(group["lr"])
-                group["lr"] = torch.tensor(float(group["lr"]), device=device)
-        sched = torch.optim.lr_scheduler.LambdaLR(
+        for group in opt.param_groups:
+            # the schedule's base rate stays a float: from a tensor it would read it back
+            group["initial_lr"] = float(group["lr"])
+        parts = cls(model, runner, opt, None, scaler)
+        parts.place_rates(cfg)
+        parts.sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: lr_factor(s, total, warmup, cfg.schedule))
-        return cls(model, runner, opt, sched, scaler)
+        return parts
+
+    def place_rates(self, cfg: TrainConfig) -> None:
+        """Under graphs on a GPU, each group's rate as a tensor on the device, which the
+        scheduler fills in place and a captured step reads (after a resume too: a loaded
+        optimizer's rates are the checkpoint's, on the host)."""
+        device = next(self.model.parameters()).device
+        if not (cfg.graphs and device.type == "cuda"):
+            return
+        for group in self.opt.param_groups:
+            rate = group["lr"]
+            if not (torch.is_tensor(rate) and rate.device == device):
+                group["lr"] = torch.tensor(float(rate), device=device)
 
 
 class Step:
@@ -285,14 +297,14 @@ class Step:
         if cfg.micro_batches > 1 and (cfg.progressive or cfg.outputs_from or not spec.causal):
             raise ValueError("micro_batches > 1 needs a causal model and the plain loss")
         self.copies = copies_of(model)
-        if self.copies and cfg.micro_batches > 1:
+        self.parts, self.cfg, self.rank, self.world = parts, cfg, rank, world
+        self.device = next(model.parameters()).device
+        if self.copies and cfg.micro_batches > 1 and self.device.type == "cpu":
             raise ValueError("micro_batches > 1 cuts one model's batch into pieces; an "
                              "ensemble's copies run whole batches (micro_batches: 1)")
         if self.copies and cfg.precision == "fp16":
             raise ValueError("precision fp16: its gradient scaler would skip every copy's step "
                              "when one copy overflows; an ensemble trains in fp32 or bf16")
-        self.parts, self.cfg, self.rank, self.world = parts, cfg, rank, world
-        self.device = next(model.parameters()).device
         single = model.template if self.copies else model
         self.recurrences = single.recurrences if cfg.progressive else 0  # before any wrapper
         # a core whose outputs_from skips work (a transformer's last block) is given each
@@ -301,9 +313,18 @@ class Step:
         # on a GPU a batch runs whole: a step there is bound by kernel launches, which pieces
         # would multiply
         self.pieces = cfg.micro_batches if self.device.type == "cpu" else 1
-        self.single = single
+        self.single, self.restore = single, []
         if cfg.graphs:
             self._static_setup(world)
+
+    def close(self) -> None:
+        """Give the model back as the static step found it (its recurrences skip padding
+        again)."""
+        for m, own in self.restore:
+            if own is None:
+                m.__dict__.pop("skip_padding", None)
+            else:
+                m.skip_padding = own
 
     def __call__(self, x, y, mask):
         from arithrepro.device import autocast
@@ -364,11 +385,12 @@ class Step:
         if cfg.precision == "fp16":
             raise ValueError("graphs: fp16's gradient scaler reads the device every step; train "
                              "in bf16 or fp32")
-        if cfg.micro_batches > 1:
+        if self.pieces > 1:
             raise ValueError("graphs: micro_batches > 1 cut batches by their values "
                              "(micro_batches: 1)")
         for m in self.single.modules():
             if hasattr(type(m), "skip_padding"):
+                self.restore.append((m, m.__dict__.get("skip_padding")))
                 m.skip_padding = False
         self.pad_id = getattr(self.single, "pad_id", None)
         self.shape = (0, 0)
@@ -379,7 +401,7 @@ class Step:
         x, y, mask = self._pad(x, y, mask)
         count = self._count(mask)
         kw = {}
-        if self.recurrences:  # as _outputs draws it
+        if self.recurrences and not cfg.outputs_from:  # as _outputs draws it
             kw["exit_at"] = int(torch.randint(1, self.recurrences + 1, ()))
         if hasattr(self.single, "shared_draw") and self.single.training:
             drawn = self.single.shared_draw(x[0] if self.copies else x)
@@ -466,8 +488,16 @@ class Step:
 
 def _init_optimizer_state(opt) -> None:
     """Make the optimizer's state exist before a capture (a captured first step would zero it at
-    every replay): one step at rate 0 on zero gradients, which moves nothing, then its step
-    counts back to 0."""
+    every replay): one step at rate 0 on zero gradients for the parameters that have none yet,
+    after which their state is zeroed (moments and step counts); every other tensor, a resumed
+    run's state and the parameters themselves, is put back as it was, in place."""
+    params = [q for g in opt.param_groups for q in g["params"]]
+    fresh = {id(q) for q in params if not opt.state.get(q)}
+    if not fresh:
+        return
+    kept = {id(t): t.detach().clone() for q in params
+            for t in [q, *(v for v in opt.state.get(q, {}).values() if torch.is_tensor(v))]}
+    counts = {q: dict(st) for q, st in opt.state.items()}
     rates = []
     for g in opt.param_groups:
         if torch.is_tensor(g["lr"]):  # the scheduler's tensor: keep the object, zero its value
@@ -477,18 +507,29 @@ def _init_optimizer_state(opt) -> None:
             rates.append(g["lr"])
             g["lr"] = 0.0
         for q in g["params"]:
-            q.grad = torch.zeros_like(q)
+            q.grad = torch.zeros_like(q) if id(q) in fresh else None
     opt.step()
     for g, rate in zip(opt.param_groups, rates):
         if torch.is_tensor(g["lr"]):
             g["lr"].copy_(rate)
         else:
             g["lr"] = rate
-    for st in opt.state.values():
-        if torch.is_tensor(st.get("step")):
-            st["step"].zero_()
-        elif "step" in st:
-            st["step"] = 0
+    with torch.no_grad():
+        for q in params:
+            state = opt.state.get(q, {})
+            if id(q) in fresh:
+                for key, v in state.items():
+                    if torch.is_tensor(v):
+                        v.zero_()
+                    elif key == "step":
+                        state[key] = 0
+            else:
+                for key, v in counts[q].items():
+                    if torch.is_tensor(v):
+                        state[key].copy_(kept[id(v)])
+                    else:
+                        state[key] = v
+            q.copy_(kept[id(q)])
     opt.zero_grad(set_to_none=True)
 
 
@@ -568,26 +609,30 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     states = [State() for _ in lanes]
     losses, ck = Losses(world), Checkpoint(checkpoint, fingerprint, rank)
     resumed = ck.resume(parts, states)
+    parts.place_rates(cfg)  # a resumed optimizer's rates come back from the host
     sinks = (series or [None] * len(lanes)) if copies else [series]
     valids = valid if copies and isinstance(valid, list) else [valid] * len(lanes)
     told = [[FiniteLoss(), *observers, *([Live(s)] if rank == 0 and s else [])] for s in sinks]
     bar = [Progress(total)] if rank == 0 and progress else []
-    failed: dict[int, str] = {}
+    if copies and len(sinks) != len(lanes):
+        raise ValueError(f"series: {len(sinks)} for an ensemble of {len(lanes)} copies")
+    if copies and len(valids) != len(lanes):
+        raise ValueError(f"valid: {len(valids)} sets for an ensemble of {len(lanes)} copies")
 
     def tell(hook: str, *args) -> None:
         """Tell every copy's observers (args: per-copy lists), then the progress bar copy 0's."""
         for e in lanes:
-            if e in failed:
+            if states[e].failed:
                 continue
             try:
                 _tell(told[e], hook, *(a[e] for a in args))
             except NonFiniteLoss as err:
                 if not copies:
                     raise
-                failed[e] = str(err)  # this copy stops; the others, independent, go on
+                states[e].failed = str(err)  # this copy stops; the others, independent, go on
         _tell(bar, hook, *(a[0] for a in args))
-        if failed and len(failed) == len(lanes):
-            raise NonFiniteLoss(f"every copy stopped: {failed[0]}")
+        if all(st.failed for st in states):
+            raise NonFiniteLoss(f"every copy stopped: {states[0].failed}")
 
     tell("start", states, [resumed] * len(lanes))
 
@@ -623,7 +668,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
                 st.seconds += seconds
                 st.tokens += mask[0].numel() if copies else mask.numel()
             if validating:
-                rows = [None if e in failed else
+                rows = [None if states[e].failed else
                         _validate(model, valids[e], cfg, states[e], epoch, e if copies else None)
                         for e in lanes]
                 tell("val", rows)
@@ -632,6 +677,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
             tell("step", states)
         flush()
     finally:
+        step.close()
         for e in lanes:
             _tell(told[e], "end")
         _tell(bar, "end")
@@ -639,8 +685,10 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     results = []
     for e in lanes:
         st = states[e]
-        if e in failed:
-            results.append({"failed": failed[e]})
+        if copies and cfg.restore_best and st.best_state is None and not st.failed:
+            st.failed = "no validation loss was finite: no best state to restore"
+        if st.failed:
+            results.append({"failed": st.failed})
             continue
         if cfg.restore_best:
             if copies:

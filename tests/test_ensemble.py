@@ -401,3 +401,42 @@ def test_retrans_copies_layer_is_each_copys_fused_layer(dropout):
         for n, p in m.named_parameters():
             torch.testing.assert_close(grads[n][e], p.grad, rtol=1e-4, atol=1e-5,
                                        msg=lambda msg: f"{n}: {msg}")
+
+
+def test_a_stopped_copy_stays_stopped_when_the_run_resumes(tmp_path):
+    cfg = _loop_cfg()
+
+    def models():
+        out = [_seeded("gpt", s) for s in range(E)]
+        with torch.no_grad():
+            out[1].head.weight.fill_(float("inf"))
+        return out
+
+    _, cut = _ensemble_fit(tmp_path, "gpt", cfg, models(), halt_after=5)
+    assert cut is None
+    fixed = models()
+    with torch.no_grad():  # were the copy not remembered as stopped, it would now train
+        fixed[1].head.weight.normal_()
+    _, results = _ensemble_fit(tmp_path, "gpt", cfg, fixed)
+    assert "loss became" in results[1]["failed"]
+    assert "failed" not in results[0] and "failed" not in results[2]
+
+
+def test_a_copy_without_a_finite_validation_is_a_failed_copy_not_a_failed_run(tmp_path):
+    cfg = _loop_cfg()
+    sources = [helpers.sources(replace(cfg, seed=s), 16, 2) for s in range(E)]
+    batches = CopiesBatches([b for b, _ in sources], {"x": helpers.PAD})
+    make, n = sources[0][1]
+    calls = []
+
+    def nan_for_copy_2(model):
+        calls.append(1)
+        from arithrepro.train import validation_loss
+        v = validation_loss(model, make, n, 64)
+        return {"val_loss": float("nan") if len(calls) % E == 0 else v}
+
+    results = fit(Ensemble([_seeded("gpt", s) for s in range(E)]), batches,
+                  [nan_for_copy_2] * E, cfg, tmp_path / "c.pt", "fp", spec=MODELS["gpt"],
+                  progress=False)
+    assert "no validation loss was finite" in results[2]["failed"]
+    assert results[0]["best_step"] > 0 and results[1]["best_step"] > 0

@@ -119,3 +119,49 @@ def test_what_the_static_step_cannot_run_is_refused():
         cfg = _cfg(graphs=True, **over)
         with pytest.raises(ValueError, match=match):
             Step(Parts.of(model, cfg, 10, 1, MODELS["gpt"]), cfg, 0, 1, MODELS["gpt"])
+
+
+@pytest.mark.parametrize("optimizer", ["lamb", "adamw", "adam"])
+def test_making_the_optimizers_state_before_a_capture_moves_nothing(optimizer):
+    """Fresh: the state exists, zeroed, step 0, the weights untouched (Adam's L2 decay would
+    otherwise put w * wd in its first moments). Resumed: every tensor of the state as it was."""
+    from arithrepro.train import _init_optimizer_state, make_optimizer
+
+    model = helpers.build("gpt")
+    opt = make_optimizer(model, _cfg(optimizer=optimizer, weight_decay=0.1))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    _init_optimizer_state(opt)
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
+        st = opt.state[p]
+        assert int(st["step"]) == 0
+        assert all(not v.any() for k, v in st.items() if torch.is_tensor(v) and k != "step")
+    x, y, mask = _tiny_batch_lm()
+    for _ in range(2):
+        opt.zero_grad()
+        from arithrepro.train import training_loss
+        training_loss(model, x, y, mask).backward()
+        opt.step()
+    saved = {id(p): {k: (v.clone() if torch.is_tensor(v) else v) for k, v in opt.state[p].items()}
+             for p in model.parameters()}
+    weights = [p.detach().clone() for p in model.parameters()]
+    _init_optimizer_state(opt)  # a resumed run: nothing to make, nothing changes
+    for p, w in zip(model.parameters(), weights):
+        assert torch.equal(p, w)
+        for k, v in saved[id(p)].items():
+            now = opt.state[p][k]
+            assert torch.equal(now, v) if torch.is_tensor(v) else now == v
+
+
+def _tiny_batch_lm():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 10, (4, 7), generator=g)
+    return x, torch.randint(0, 10, (4, 7), generator=g), torch.ones(4, 7, dtype=torch.bool)
+
+
+def test_the_static_step_gives_the_model_back_skipping_padding(tmp_path):
+    cfg = _cfg(graphs=True)
+    model = helpers.build("lstm")
+    fit(model, *helpers.sources(cfg, 20, 1), cfg, tmp_path / "c.pt", "fp", spec=MODELS["lstm"],
+        progress=False)
+    assert model.core.skip_padding and "skip_padding" not in vars(model.core)

@@ -174,7 +174,8 @@ class LSTMCopies(torch.autograd.Function):
                     torch.baddbmm(Pb.unsqueeze(1), M[:, t], Pt, out=H[:, t + 1])
         Mr = M.view(E, T * B, F)
         Y = Mr if standard else torch.baddbmm(Ob.unsqueeze(1), Mr, O.transpose(1, 2))
-        Y = Y.view(E, T, B, -1).transpose(1, 2).contiguous()
+        # a copy, never a view: the standard cell's Y is M, which goes back to the pool
+        Y = x.new_empty(E, B, T, Y.size(-1)).copy_(Y.view(E, T, B, -1).transpose(1, 2))
         buffers = (X, A, C, H, M, TC)
         if any(ctx.needs_input_grad):
             ctx.standard, ctx.buffers = standard, buffers
