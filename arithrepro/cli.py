@@ -25,6 +25,7 @@ COMMANDS = {
     "exps": ("exps", "exps"),               # not a stage: experiments side by side
     "compose-params": ("compose_params", "compose_params"),   # not a stage: conf/ -> params.yaml
     "pipeline": ("pipeline", "pipeline"),   # not a stage: the registries -> dvc.yaml
+    "repro": ("repro", "repro"),            # not a stage: dvc repro, stages side by side
 }
 
 

@@ -63,6 +63,62 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
     return rows
 
 
+def _one_process(task_name, spec, params, threads, barrier, warmup, timed, out):
+    """A child of bench_processes: one run at `threads` threads, timed after the barrier."""
+    from arithrepro.estimate import time_steps
+    from arithrepro.models.registry import MODELS
+    from arithrepro.runs import Placement
+    from arithrepro.tasks.registry import TASKS
+
+    torch.set_num_threads(threads)
+    b = TASKS[task_name].trial(spec, params, Placement("cpu", "fp32", False))
+    barrier.wait()
+    out.put(time_steps(b.net, b.batches, b.cfg, warmup, timed, MODELS[b.arch["model"]]))
+
+
+def bench_processes(params: dict, processes: int = 2, warmup: int = 2, timed: int = 4,
+                    only: str = "") -> list[dict]:
+    """`processes` runs as that many processes sharing the cores (threads split evenly, all
+    stepping at once) against the same runs one after another with every thread: what a
+    scheduler that runs cells side by side would save (> 1) or cost (< 1)."""
+    import multiprocessing as mp
+
+    threads = torch.get_num_threads()
+    if threads % processes:
+        raise SystemExit(f"--processes {processes}: must divide the {threads} threads")
+    ctx = mp.get_context("spawn")
+    print(f"\n== {processes} runs one after another at {threads} threads vs {processes} "
+          f"processes at {threads // processes} each (s per step of all runs)")
+    print(f"{'cell':<28}{'P':>3}{'one by one':>12}{'side by side':>14}{'speed-up':>10}")
+    rows = []
+    for task, spec in cells(params):
+        cell = f"{task.name} {spec.model}-{spec.label}"
+        if only and only not in cell:
+            continue
+        seeds = [replace(spec, seed=s) for s in range(processes)]
+
+        def run(n_threads, group):
+            barrier, out = ctx.Barrier(len(group)), ctx.Queue()
+            procs = [ctx.Process(target=_one_process, args=(task.name, s, params, n_threads,
+                                                            barrier, warmup, timed, out))
+                     for s in group]
+            for p in procs:
+                p.start()
+            times = [out.get() for _ in procs]
+            for p in procs:
+                p.join()
+            return times
+
+        alone = sum(run(threads, [s])[0] for s in seeds)
+        # side by side, the slowest run decides when all are done
+        together = max(run(threads // processes, seeds))
+        rows.append({"cell": cell, "processes": processes, "alone_s": alone,
+                     "together_s": together})
+        print(f"{cell:<28}{processes:>3}{alone:>12.3f}{together:>14.3f}"
+              f"{alone / together:>9.2f}x", flush=True)
+    return rows
+
+
 if __name__ == "__main__":
     import argparse
 
@@ -72,6 +128,11 @@ if __name__ == "__main__":
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--only", default="", help="cells whose name holds this text")
     ap.add_argument("--copies", default="3,5")
+    ap.add_argument("--processes", type=int, default=0,
+                    help="instead: this many runs as processes side by side vs one by one")
     args = ap.parse_args()
+    if args.processes:
+        bench_processes(yaml.safe_load(open(args.params)), args.processes, only=args.only)
+        raise SystemExit
     bench_ensemble(yaml.safe_load(open(args.params)),
                    tuple(int(c) for c in args.copies.split(",")), only=args.only)

@@ -10,12 +10,14 @@ from arithrepro.stages.common import TaskName, done, friendly_errors, params_opt
 @click.command("train")
 @params_option
 @click.option("--task", required=True, type=TaskName(), help="The task.")
-@click.argument("name", metavar="RUN")
+@click.argument("names", metavar="RUN...", nargs=-1, required=True)
 @friendly_errors
-def train(params_path: str, task: str, name: str) -> None:
+def train(params_path: str, task: str, names: tuple[str, ...]) -> None:
     """Train RUN, one run of the task (<model>-<label>-<seed>: gpt-small-0,
     lstm-std-data.r0.3-0, rnn-s20-0; each is a cell of a train stage in dvc.yaml), resuming from
-    its checkpoint if it was cut short.
+    its checkpoint if it was cut short. Several RUNs of one configuration that differ in their
+    seed alone train together as one ensemble (arithrepro/ensemble.py), each written as if it
+    had trained alone; their shared checkpoint is the first run's checkpoint-together.pt.
 
     Reads params: device, precision, compile, graphs and what the task reads of the run (dvc.yaml's
     train-<task> stages list the keys exactly), and data/<task>/.
@@ -37,12 +39,18 @@ def train(params_path: str, task: str, name: str) -> None:
     if task not in TASKS:
         raise config.ParamsError(f"--task = {task!r}: expected one of {', '.join(TASKS)}")
     t = TASKS[task]
-    spec = runs.find(t, unrecorded(params), name)
+    specs = [runs.find(t, unrecorded(params), name) for name in names]
+    if len(set(names)) < len(names):
+        raise ValueError(f"runs {' '.join(names)}: a run named twice")
     device, precision = config.placement(params, task)
     rank, world, device = _join_world(device)
     where = runs.Placement(device, precision, bool(params["compile"]),
                            bool(params["graphs"]) and device.startswith("cuda"))
-    record = runner.train(t, spec, params, where, rank)
+    if len(specs) == 1:
+        records = [runner.train(t, specs[0], params, where, rank)]
+    else:
+        records = runner.train_together(t, specs, params, where,
+                                        specs[0].dir / "checkpoint-together.pt", rank)
     if world > 1:
         torch.distributed.destroy_process_group()
     if rank:  # only rank 0 writes
@@ -50,9 +58,12 @@ def train(params_path: str, task: str, name: str) -> None:
     place = (f"{world} processes ({device.split(':')[0]})" if world > 1 else device) + f", {precision}"
     if device == "cpu":  # torch sizes its pool to the cores this process may use (taskset)
         place += f", {torch.get_num_threads()} threads"
-    done(f"train {task} {spec.name} on {place}: {record['steps']} steps in "
-         f"{record['train_seconds']:.1f} s, best val loss {record['best_val_loss']:.4f} at step "
-         f"{record['best_step']}, {record['params']:,} params -> {spec.dir}")
+    if len(specs) > 1:
+        place += f", {len(specs)} runs together"
+    for spec, record in zip(specs, records):
+        done(f"train {task} {spec.name} on {place}: {record['steps']} steps in "
+             f"{record['train_seconds']:.1f} s, best val loss {record['best_val_loss']:.4f} at "
+             f"step {record['best_step']}, {record['params']:,} params -> {spec.dir}")
 
 
 def _join_world(device: str) -> tuple[int, int, str]:

@@ -143,3 +143,31 @@ def overridden(block: dict, over: dict) -> dict:
         out[k] = overridden(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) \
             else copy.deepcopy(v)
     return out
+
+
+# The registered models' test shapes (tests/test_model_contract.py checks every model at them).
+DIMS = {
+    "lm": {"vocab_size": 11, "max_len": 12, "pad_id": 10},
+    # Digits 0-9, then two other tokens and <pad>. eval_run (4) >= offset_k - 1 + train_run
+    # (2 - 1 + 3): the Abacus table has eval_run + 1 rows (row 0: not a digit), and runs of
+    # eval_run digits reach every row.
+    "abacus-lm": {"vocab_size": 13, "max_len": 12, "pad_id": 12, "digit_ids": list(range(10)),
+                  "train_run": 3, "eval_run": 4},
+    "classifier": {"base": 5, "classes": 5, "max_len": 8},
+}
+
+# Each registered model at its test size: width d = 8 throughout.
+SIZES = {
+    "gpt": {"d_model": 8, "d_ff": 16, "d_sa": 8, "layers": 2, "heads": 2},
+    "lstm": {"d_model": 8, "d_ff": 16, "layers": 2},
+    "retran": {"d_model": 8, "d_ff": 16, "d_sa": 8, "layers": 2, "heads": 2},
+    "abacus": {"block_layers": 1, "recurrences": 2, "d_model": 8, "d_ff": 16, "heads": 2,
+               "offset_k": 2},
+    "standard": {"d_model": 8, "d_ff": 16, "layers": 2, "heads": 2},
+    "looped": {"d_model": 8, "d_ff": 16, "heads": 2, "loop_offset": 1},
+    "lstm-std": {"d_model": 8, "layers": 2},
+    "gpt-sin": {"d_model": 8, "layers": 2, "heads": 2},
+    "rnn": {"d_embed": 4, "d_model": 8, "layers": 2},
+    "gru": {"d_embed": 4, "d_model": 8, "layers": 2},
+    "nanogpt": {"d_model": 8, "layers": 2, "heads": 2},
+}

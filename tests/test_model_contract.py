@@ -30,31 +30,7 @@ from tests import helpers
 
 # What a task hands each kind of model, shrunk. The sequences the checks feed are max_len long:
 # learned positions (nanogpt, standard) get a gradient only at the positions a batch reaches.
-DIMS = {
-    "lm": {"vocab_size": 11, "max_len": 12, "pad_id": 10},
-    # Digits 0-9, then two other tokens and <pad>. eval_run (4) >= offset_k - 1 + train_run
-    # (2 - 1 + 3): the Abacus table has eval_run + 1 rows (row 0: not a digit), and runs of
-    # eval_run digits reach every row.
-    "abacus-lm": {"vocab_size": 13, "max_len": 12, "pad_id": 12, "digit_ids": list(range(10)),
-                  "train_run": 3, "eval_run": 4},
-    "classifier": {"base": 5, "classes": 5, "max_len": 8},
-}
-
-# Each registered model at its test size: width d = 8 throughout.
-SIZES = {
-    "gpt": {"d_model": 8, "d_ff": 16, "d_sa": 8, "layers": 2, "heads": 2},
-    "lstm": {"d_model": 8, "d_ff": 16, "layers": 2},
-    "retran": {"d_model": 8, "d_ff": 16, "d_sa": 8, "layers": 2, "heads": 2},
-    "abacus": {"block_layers": 1, "recurrences": 2, "d_model": 8, "d_ff": 16, "heads": 2,
-               "offset_k": 2},
-    "standard": {"d_model": 8, "d_ff": 16, "layers": 2, "heads": 2},
-    "looped": {"d_model": 8, "d_ff": 16, "heads": 2, "loop_offset": 1},
-    "lstm-std": {"d_model": 8, "layers": 2},
-    "gpt-sin": {"d_model": 8, "layers": 2, "heads": 2},
-    "rnn": {"d_embed": 4, "d_model": 8, "layers": 2},
-    "gru": {"d_embed": 4, "d_model": 8, "layers": 2},
-    "nanogpt": {"d_model": 8, "layers": 2, "heads": 2},
-}
+DIMS, SIZES = helpers.DIMS, helpers.SIZES
 
 # Parameter counts at those sizes. d = 8, L = 2 layers, V = 11 tokens (abacus: 13).
 # A transformer block with d_sa = d and a biased MLP of width f:

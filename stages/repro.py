@@ -1,0 +1,40 @@
+"""repro (not a stage): the pipeline, with stages side by side (arithrepro/repro.py)."""
+
+from __future__ import annotations
+
+import click
+
+from arithrepro.stages.common import friendly_errors, params_option
+
+
+@click.command("repro")
+@params_option
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Stages at once (default: one per core on a CPU, 1 on a GPU); the cores are "
+                   "shared out as torch threads.")
+@click.option("--together", is_flag=True,
+              help="Train the pending seeds of each configuration as one ensemble per process "
+                   "(the form that pays on a GPU; on a CPU it breaks even).")
+@friendly_errors
+def repro(params_path: str, jobs: int | None, together: bool) -> None:
+    """Run every stage of dvc.yaml that `dvc repro` would run, several at once where the graph
+    allows: each as its own `dvc repro --single-item`, so DVC caches and locks it as usual and a
+    plain `dvc repro` afterwards finds everything up to date. With several jobs, each stage's
+    output goes to logs/repro/<stage>.log and one line reports its start and end."""
+    import sys
+
+    from arithrepro import config
+    from arithrepro.repro import reproduce
+
+    from dvc.exceptions import DvcException
+
+    from pathlib import Path
+
+    if (jobs is None and Path(params_path).exists()
+            and config.resolve_device(config.load(params_path)["device"]) != "cpu"):
+        jobs = 1
+    try:
+        code = reproduce(jobs, together)
+    except DvcException as err:   # a broken dvc.yaml, a held lock: DVC's own one line
+        raise ValueError(f"dvc: {err}") from None
+    sys.exit(code)

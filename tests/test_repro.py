@@ -1,0 +1,173 @@
+"""`arithrepro repro`: DVC's stages side by side (arithrepro/repro.py). The plan and the
+scheduler on made-up graphs, then a small DVC project run by it for real."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from arithrepro.repro import Job, order_jobs, run_jobs
+from tests.workspace import sh
+
+# a -> b -> c (c depends on b, b on a); d alone; e depends on a and d
+UPSTREAM = {"a": set(), "b": {"a"}, "c": {"b"}, "d": set(), "e": {"a", "d"}}
+ORDER = ["a", "d", "b", "e", "c"]
+
+
+def names(jobs):
+    return [j.stages for j in jobs]
+
+
+def test_a_changed_stage_runs_with_everything_downstream_of_it():
+    assert sorted(j.stages[0] for j in order_jobs(ORDER, UPSTREAM, {"a"})) == ["a", "b", "c", "e"]
+    assert names(order_jobs(ORDER, UPSTREAM, {"d"})) == [["d"], ["e"]]
+    assert order_jobs(ORDER, UPSTREAM, set()) == []
+
+
+def test_jobs_wait_for_their_upstream_jobs_only():
+    jobs = {j.stages[0]: j for j in order_jobs(ORDER, UPSTREAM, {"a", "d"})}
+    assert jobs["a"].upstream == set() and jobs["d"].upstream == set()
+    assert jobs["e"].upstream == {"a", "d"} and jobs["c"].upstream == {"b"}
+
+
+def test_a_stage_is_one_single_item_repro():
+    (job,) = order_jobs(ORDER, UPSTREAM, {"d"})[:1]
+    assert job.argv == [["dvc", "--wait-for-lock", "repro", "--single-item", "d"]]
+
+
+def test_pending_seeds_of_one_configuration_train_together_then_are_committed():
+    stages = ["gen", "train-x@m-s-0", "train-x@m-s-1", "train-x@m-s-2", "train-x@m-t-0",
+              "train-y@m-s-1", "eval@m-s-1"]
+    upstream = {s: {"gen"} for s in stages[1:]} | {"gen": set(), "eval@m-s-1": {"train-x@m-s-1"}}
+    cmds = {s: f"arithrepro train --task {s[6]} {s.split('@')[1]}" for s in stages[1:6]}
+    cmds |= {"gen": "arithrepro generate", "eval@m-s-1": "arithrepro evaluate"}
+    pending = set(stages) - {"gen", "train-x@m-s-0"}   # seed 0 is trained already
+    jobs = order_jobs(stages, upstream, pending, cmds)
+    by_first = {j.stages[0]: j for j in jobs}
+    together = by_first["train-x@m-s-1"]
+    assert together.stages == ["train-x@m-s-1", "train-x@m-s-2"]
+    assert together.argv == [["arithrepro", "train", "--task", "x", "m-s-1", "m-s-2"],
+                             ["dvc", "--wait-for-lock", "commit", "--force",
+                              "train-x@m-s-1", "train-x@m-s-2"]]
+    # another configuration, another task: alone, through DVC
+    assert by_first["train-x@m-t-0"].argv[0][2] == "repro"
+    assert by_first["train-y@m-s-1"].stages == ["train-y@m-s-1"]
+    # what waits for a grouped cell waits for its group
+    assert by_first["eval@m-s-1"].upstream == {"train-x@m-s-1"}
+    # training first: the long jobs start before the short ones
+    assert all(j.stages[0].startswith("train-") for j in jobs[:3])
+
+
+class Proc:
+    """A process that ends after `ticks` polls with `code`, on the scheduler's clock."""
+
+    def __init__(self, log, job, ticks, code):
+        self.log, self.job, self.left, self.code = log, job, ticks, code
+
+    def poll(self):
+        self.left -= 1
+        if self.left > 0:
+            return None
+        self.log.append(("end", self.job.stages[0]))
+        return self.code
+
+
+def simulate(jobs, workers, ticks, failing=()):
+    log = []
+
+    def start(job):
+        log.append(("start", job.stages[0]))
+        return Proc(log, job, ticks.get(job.stages[0], 1), 1 if job.stages[0] in failing else 0)
+
+    failed = run_jobs(jobs, workers, start, echo=lambda *_: None)
+    return log, failed
+
+
+@pytest.fixture(autouse=True)
+def no_sleep(monkeypatch):
+    monkeypatch.setattr("arithrepro.repro.time.sleep", lambda s: None)
+
+
+def concurrency(log):
+    running, most = 0, 0
+    for kind, _ in log:
+        running += 1 if kind == "start" else -1
+        most = max(most, running)
+    return most
+
+
+def test_no_more_than_the_workers_run_at_once_and_none_before_its_upstream():
+    jobs = order_jobs(ORDER, UPSTREAM, {"a", "d"})
+    log, failed = simulate(jobs, 2, {"a": 3, "d": 1, "b": 2})
+    assert failed == [] and concurrency(log) == 2
+    at = {(k, s): i for i, (k, s) in enumerate(log)}
+    for job in jobs:
+        for u in job.upstream:
+            assert at[("end", u)] < at[("start", job.stages[0])]
+    assert {s for k, s in log if k == "end"} == {"a", "b", "c", "d", "e"}
+    log, _ = simulate(order_jobs(ORDER, UPSTREAM, {"a", "d"}), 1, {})
+    assert concurrency(log) == 1
+
+
+def test_after_a_failure_nothing_new_starts_and_the_running_jobs_finish():
+    jobs = order_jobs(ORDER, UPSTREAM, {"a", "d"})
+    log, failed = simulate(jobs, 2, {"a": 5, "d": 1}, failing={"d"})
+    assert failed == ["d"]
+    assert ("end", "a") in log                      # a was running: it finished
+    assert not {"b", "c", "e"} & {s for k, s in log if k == "start"}
+
+
+def test_job_names_say_how_many_train_together():
+    assert Job(["t@a-0", "t@a-1", "t@a-2"], []).name == "t@a-0 (+2 together)"
+    assert Job(["s"], []).name == "s"
+
+
+# --- a small DVC project, run by `arithrepro repro` -----------------------------------------
+
+def pipeline(source="1", square="(x + n) ** 2"):
+    """source -> square@1..4 -> total, each square sleeping a little so that they overlap."""
+    return yaml.safe_dump({"stages": {
+        "source": {"cmd": f"python -c \"open('source.txt', 'w').write('{source}')\"",
+                   "outs": ["source.txt"]},
+        "square": {"matrix": {"n": [1, 2, 3, 4]},
+                   "cmd": "python -c \"import time; time.sleep(0.2); n = ${item.n}; "
+                          f"x = int(open('source.txt').read()); "
+                          f"open('sq${{item.n}}.txt', 'w').write(str({square}))\"",
+                   "deps": ["source.txt"], "outs": ["sq${item.n}.txt"]},
+        "total": {"cmd": "python -c \"open('total.txt', 'w').write(str(sum(int(open("
+                         "'sq%d.txt' % n).read()) for n in (1, 2, 3, 4))))\"",
+                  "deps": [f"sq{n}.txt" for n in (1, 2, 3, 4)], "outs": ["total.txt"]}}})
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_dvc_project_runs_side_by_side_and_ends_as_dvc_repro_leaves_it(tmp_path):
+    sh(["git", "init", "-q"], tmp_path)
+    sh(["dvc", "init", "-q"], tmp_path)
+    (tmp_path / "dvc.yaml").write_text(pipeline())
+    sh(["git", "add", "-A"], tmp_path)
+    sh(["git", "commit", "-qm", "pipeline"], tmp_path)
+    out = sh(["arithrepro", "repro", "--jobs", "2"], tmp_path)
+    assert "6 of 6 stages to run, 2 at a time with 1 thread each" in out
+    assert (tmp_path / "total.txt").read_text() == str(4 + 9 + 16 + 25)
+    assert "Running stage" not in sh(["dvc", "repro"], tmp_path)      # DVC finds it all done
+    assert "up to date" in sh(["dvc", "status"], tmp_path)
+    assert sorted(p.name for p in (tmp_path / "logs" / "repro").iterdir()) == [
+        "source.log", "square-1.log", "square-2.log", "square-3.log", "square-4.log", "total.log"]
+    # a change upstream reruns what follows it, and nothing runs twice
+    (tmp_path / "dvc.yaml").write_text(pipeline(source="2"))
+    out = sh(["arithrepro", "repro", "-j", "2"], tmp_path)
+    assert "6 of 6 stages" in out
+    assert (tmp_path / "total.txt").read_text() == str(9 + 16 + 25 + 36)
+    assert "up to date" in sh(["arithrepro", "repro"], tmp_path)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_failing_stage_stops_the_run_with_its_log_named(tmp_path):
+    sh(["git", "init", "-q"], tmp_path)
+    sh(["dvc", "init", "-q"], tmp_path)
+    (tmp_path / "dvc.yaml").write_text(pipeline(square="(x + n) ** 2 // (n - 3)"))
+    out = sh(["arithrepro", "repro", "-j", "2"], tmp_path, check=False)
+    assert "FAILED square@3" in out and "logs/repro/square-3.log" in out
+    assert "ZeroDivisionError" in (tmp_path / "logs" / "repro" / "square-3.log").read_text()
+    assert not (tmp_path / "total.txt").exists()
