@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
+# The stages of `dvc repro`, several at once (arithrepro/repro.py; docs/profiles.md).
 repro: setup
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro
 
 smoke: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc exp run -S profile=smoke

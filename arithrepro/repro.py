@@ -93,28 +93,32 @@ def _commands(stages: list[str], cmds: dict[str, str] | None) -> list[list[str]]
 
 def run_jobs(jobs: list[Job], workers: int, start, echo=print) -> list[str]:
     """Run `jobs` `workers` at a time, each once the jobs it waits for have finished.
-    `start(job)` begins one and returns an object with poll() -> None while it runs, else the
-    exit status. After a failure nothing new starts; the running ones finish. Returns the
-    names of the jobs that failed."""
+    `start(job, slot)` begins one in worker slot `slot` (0 .. workers - 1, each slot used by
+    one job at a time) and returns an object with poll() -> None while it runs, else the exit
+    status. After a failure nothing new starts; the running ones finish. Returns the names of
+    the jobs that failed."""
     waiting, running, done, failed = list(jobs), {}, set(), []
+    free = list(range(workers))
     t0 = time.perf_counter()
     total = len(jobs)
     while waiting or running:
         if not failed:
             for job in [j for j in waiting if j.upstream <= done]:
-                if len(running) >= workers:
+                if not free:
                     break
                 waiting.remove(job)
-                running[job.stages[0]] = (job, start(job), time.perf_counter())
+                slot = free.pop(0)
+                running[job.stages[0]] = (job, start(job, slot), time.perf_counter(), slot)
                 echo(f"[{len(done) + len(running)}/{total}] start {job.name}")
         elif not running:
             break
         time.sleep(0.2)
-        for key, (job, proc, began) in list(running.items()):
+        for key, (job, proc, began, slot) in list(running.items()):
             code = proc.poll()
             if code is None:
                 continue
             del running[key]
+            free.append(slot)
             took = time.perf_counter() - began
             if code == 0:
                 done.add(key)
@@ -136,8 +140,8 @@ class _Chain:
     """A job's commands one after another, as one process for run_jobs; output to its log
     (or the terminal when the jobs run one at a time)."""
 
-    def __init__(self, job: Job, env: dict, log: Path | None):
-        self.job, self.env, self.log = job, env, log
+    def __init__(self, job: Job, env: dict, log: Path | None, cores: list[int] | None):
+        self.job, self.env, self.log, self.cores = job, env, log, cores
         self.left = list(job.argv)
         self.out = open(log, "w") if log else None
         self.proc = self._next()
@@ -147,7 +151,8 @@ class _Chain:
         if self.out:
             self.out.write("$ " + " ".join(argv) + "\n")
             self.out.flush()
-        return subprocess.Popen(argv, env=self.env, stdout=self.out,
+        pin = (lambda: os.sched_setaffinity(0, self.cores)) if self.cores else None
+        return subprocess.Popen(argv, env=self.env, stdout=self.out, preexec_fn=pin,
                                 stderr=subprocess.STDOUT if self.out else None)
 
     def poll(self):
@@ -172,9 +177,9 @@ def reproduce(jobs_wanted: int | None, together: bool, echo=print) -> int:
                     for s in stages}
         pending = set(repo.status())
         cmds = {s.addressing: s.cmd if isinstance(s.cmd, str) else "" for s in stages}
-    cores = len(os.sched_getaffinity(0))
-    workers = jobs_wanted or cores
-    threads = max(1, cores // workers)
+    cores = sorted(os.sched_getaffinity(0))
+    workers = jobs_wanted or len(cores)
+    threads = max(1, len(cores) // workers)
     jobs = order_jobs(names, upstream, pending, cmds if together else None)
     if not jobs:
         echo("Data and pipelines are up to date.")
@@ -185,9 +190,11 @@ def reproduce(jobs_wanted: int | None, together: bool, echo=print) -> int:
     if workers > 1:
         LOGS.mkdir(parents=True, exist_ok=True)
 
-    def start(job: Job):
+    def start(job: Job, slot: int):
+        """Each slot on cores of its own (torch sizes its pool to them), when they go round."""
         log = LOGS / f"{job.stages[0].replace('@', '-')}.log" if workers > 1 else None
-        return _Chain(job, env, log)
+        mine = cores[slot * threads:(slot + 1) * threads]
+        return _Chain(job, env, log, mine if 1 < workers <= len(cores) else None)
 
     failed = run_jobs(jobs, workers, start, echo)
     if failed:

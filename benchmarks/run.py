@@ -1,6 +1,6 @@
 """Benchmarks: every number is printed beside a reference measured in the same run.
 
-    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,dropout,gen,abacus,modular,compile]
+    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,dropout,gen,abacus,modular,compile,ensemble,processes]
 
 - steps:  the training loop's step (forward, backward, LAMB; micro-batches where the model
           has them) of every expr model/size at the cpu profile's batch, with model FLOP/s as a
@@ -17,6 +17,10 @@
           attention with dropout outside SDPA against SDPA with dropout_p, forward + backward.
 - compile: the training loop's step through torch.compile against eager (bench_compile.py), on
           the params' device, with what compiling costs and after how many steps it pays.
+- ensemble: 3 and 5 runs of the first cell of every model trained as one ensemble against the
+          same runs one after another in one process (bench_ensemble.py).
+- processes: as many runs as cores, each a process on one core, against the same runs one
+          after another with every core: what `arithrepro repro` does.
 The machines are shared and noisy: compare ratios, not seconds, across runs.
 """
 
@@ -222,7 +226,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=None, help="default: the cpu profile's batch")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gen-n", type=int, default=200_000)
-    ap.add_argument("--only", default="steps,mfu,retran,decode,dropout,gen,abacus,modular,compile")
+    ap.add_argument("--only", default="steps,mfu,retran,decode,dropout,gen,abacus,modular,compile,"
+                                      "ensemble,processes")
     args = ap.parse_args()
     params = yaml.safe_load(open(args.params))
     batch = args.batch or params["expr"]["train"]["batch_size"]
@@ -256,6 +261,14 @@ def main() -> None:
         from benchmarks.bench_compile import bench_compile
 
         bench_compile(params, resolve_device(params["device"]))
+    if "ensemble" in only:
+        from benchmarks.bench_ensemble import bench_ensemble
+
+        bench_ensemble(params, (3, 5))
+    if "processes" in only:
+        from benchmarks.bench_ensemble import bench_processes
+
+        bench_processes(params, torch.get_num_threads())
 
 
 if __name__ == "__main__":

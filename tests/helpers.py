@@ -146,7 +146,7 @@ def overridden(block: dict, over: dict) -> dict:
 
 
 # The registered models' test shapes (tests/test_model_contract.py checks every model at them).
-DIMS = {
+CONTRACT_DIMS = {
     "lm": {"vocab_size": 11, "max_len": 12, "pad_id": 10},
     # Digits 0-9, then two other tokens and <pad>. eval_run (4) >= offset_k - 1 + train_run
     # (2 - 1 + 3): the Abacus table has eval_run + 1 rows (row 0: not a digit), and runs of
@@ -157,7 +157,7 @@ DIMS = {
 }
 
 # Each registered model at its test size: width d = 8 throughout.
-SIZES = {
+CONTRACT_SIZES = {
     "gpt": {"d_model": 8, "d_ff": 16, "d_sa": 8, "layers": 2, "heads": 2},
     "lstm": {"d_model": 8, "d_ff": 16, "layers": 2},
     "retran": {"d_model": 8, "d_ff": 16, "d_sa": 8, "layers": 2, "heads": 2},

@@ -19,7 +19,7 @@ from arithrepro.models.registry import MODELS, build_model
 from arithrepro.observers import NonFiniteLoss
 from arithrepro.train import TrainConfig, fit, make_optimizer
 from tests import helpers
-from tests.helpers import DIMS, SIZES
+from tests.helpers import CONTRACT_DIMS as DIMS, CONTRACT_SIZES as SIZES
 
 E = 3
 

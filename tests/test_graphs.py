@@ -20,7 +20,7 @@ from arithrepro.ensemble import CopiesBatches, Ensemble
 from arithrepro.models.registry import MODELS
 from arithrepro.train import Parts, Step, TrainConfig, fit
 from tests import helpers
-from tests.helpers import DIMS, SIZES
+from tests.helpers import CONTRACT_DIMS as DIMS, CONTRACT_SIZES as SIZES
 
 # ops that read a tensor's values on the host, or size a result by them
 HOST_READS = {"_local_scalar_dense", "nonzero", "masked_select", "equal", "is_nonzero", "item"}

@@ -30,7 +30,7 @@ from tests import helpers
 
 # What a task hands each kind of model, shrunk. The sequences the checks feed are max_len long:
 # learned positions (nanogpt, standard) get a gradient only at the positions a batch reaches.
-DIMS, SIZES = helpers.DIMS, helpers.SIZES
+DIMS, SIZES = helpers.CONTRACT_DIMS, helpers.CONTRACT_SIZES
 
 # Parameter counts at those sizes. d = 8, L = 2 layers, V = 11 tokens (abacus: 13).
 # A transformer block with d_sa = d and a biased MLP of width f:

@@ -1,6 +1,7 @@
 """`arithrepro repro`: DVC's stages side by side (arithrepro/repro.py). The plan and the
 scheduler on made-up graphs, then a small DVC project run by it for real."""
 
+import os
 import shutil
 from pathlib import Path
 
@@ -62,23 +63,27 @@ def test_pending_seeds_of_one_configuration_train_together_then_are_committed():
 class Proc:
     """A process that ends after `ticks` polls with `code`, on the scheduler's clock."""
 
-    def __init__(self, log, job, ticks, code):
-        self.log, self.job, self.left, self.code = log, job, ticks, code
+    def __init__(self, log, busy, job, ticks, code):
+        self.log, self.busy, self.job, self.left, self.code = log, busy, job, ticks, code
 
     def poll(self):
         self.left -= 1
         if self.left > 0:
             return None
         self.log.append(("end", self.job.stages[0]))
+        self.busy.pop(self.job.stages[0])
         return self.code
 
 
 def simulate(jobs, workers, ticks, failing=()):
-    log = []
+    """Run `jobs` on fake processes; each job's slot is free again once it ends."""
+    log, busy = [], {}
 
-    def start(job):
+    def start(job, slot):
+        assert 0 <= slot < workers and slot not in busy.values()
+        busy[job.stages[0]] = slot
         log.append(("start", job.stages[0]))
-        return Proc(log, job, ticks.get(job.stages[0], 1), 1 if job.stages[0] in failing else 0)
+        return Proc(log, busy, job, ticks.get(job.stages[0], 1), 1 if job.stages[0] in failing else 0)
 
     failed = run_jobs(jobs, workers, start, echo=lambda *_: None)
     return log, failed
@@ -131,7 +136,8 @@ def pipeline(source="1", square="(x + n) ** 2"):
         "source": {"cmd": f"python -c \"open('source.txt', 'w').write('{source}')\"",
                    "outs": ["source.txt"]},
         "square": {"matrix": {"n": [1, 2, 3, 4]},
-                   "cmd": "python -c \"import time; time.sleep(0.2); n = ${item.n}; "
+                   "cmd": "python -c \"import os, time; time.sleep(0.2); n = ${item.n}; "
+                          "print('cores', len(os.sched_getaffinity(0)), os.environ['OMP_NUM_THREADS']); "
                           f"x = int(open('source.txt').read()); "
                           f"open('sq${{item.n}}.txt', 'w').write(str({square}))\"",
                    "deps": ["source.txt"], "outs": ["sq${item.n}.txt"]},
@@ -141,6 +147,7 @@ def pipeline(source="1", square="(x + n) ** 2"):
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores")
 def test_a_dvc_project_runs_side_by_side_and_ends_as_dvc_repro_leaves_it(tmp_path):
     sh(["git", "init", "-q"], tmp_path)
     sh(["dvc", "init", "-q"], tmp_path)
@@ -152,8 +159,11 @@ def test_a_dvc_project_runs_side_by_side_and_ends_as_dvc_repro_leaves_it(tmp_pat
     assert (tmp_path / "total.txt").read_text() == str(4 + 9 + 16 + 25)
     assert "Running stage" not in sh(["dvc", "repro"], tmp_path)      # DVC finds it all done
     assert "up to date" in sh(["dvc", "status"], tmp_path)
-    assert sorted(p.name for p in (tmp_path / "logs" / "repro").iterdir()) == [
+    logs = tmp_path / "logs" / "repro"
+    assert sorted(p.name for p in logs.iterdir()) == [
         "source.log", "square-1.log", "square-2.log", "square-3.log", "square-4.log", "total.log"]
+    # each of the two slots on its own core, torch told to use one thread
+    assert "cores 1 1" in (logs / "square-1.log").read_text()
     # a change upstream reruns what follows it, and nothing runs twice
     (tmp_path / "dvc.yaml").write_text(pipeline(source="2"))
     out = sh(["arithrepro", "repro", "-j", "2"], tmp_path)
