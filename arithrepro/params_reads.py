@@ -106,8 +106,14 @@ def recording(params: dict) -> dict:
     log: set = set()
 
     def write() -> None:
-        with open(target, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"argv": sys.argv[1:], "read": sorted(log)}) + "\n")
+        # one write to a file opened for appending: stages running side by side (arithrepro
+        # repro) add whole lines, never interleaved ones
+        line = (json.dumps({"argv": sys.argv[1:], "read": sorted(log)}) + "\n").encode()
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
 
     atexit.register(write)
     return Reads(params, "", log)

@@ -165,12 +165,25 @@ class _Chain:
         return code
 
 
-def reproduce(jobs_wanted: int | None, together: bool, echo=print) -> int:
-    """Plan from DVC's graph and status, run, and return the exit status."""
+def reproduce(jobs_wanted: int | None, together: bool, targets: tuple[str, ...] = (),
+              echo=print) -> int:
+    """Plan from DVC's graph and status, run, and return the exit status. `targets`: those
+    stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline."""
+    import networkx as nx
     from dvc.repo import Repo
 
     with Repo() as repo:
         graph = repo.index.graph  # edges: stage -> a stage it depends on
+        if targets:
+            by_name = {s.addressing: s for s in graph}
+            unknown = [t for t in targets if t not in by_name]
+            if unknown:
+                raise ValueError(f"stage {unknown[0]}: not in dvc.yaml (`dvc stage list` names "
+                                 "them; a matrix cell as train-expr@gpt-small-0)")
+            wanted = set()
+            for t in targets:
+                wanted |= {by_name[t], *nx.descendants(graph, by_name[t])}
+            graph = graph.subgraph(wanted)
         stages = [s for s in _upstream_first(graph, repo.index.stages) if s.cmd]
         names = [s.addressing for s in stages]
         upstream = {s.addressing: {d.addressing for d in graph.successors(s) if d.cmd}

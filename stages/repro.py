@@ -15,10 +15,11 @@ from arithrepro.stages.common import friendly_errors, params_option
 @click.option("--together", is_flag=True,
               help="Train the pending seeds of each configuration as one ensemble per process "
                    "(the form that pays on a GPU; on a CPU it breaks even).")
+@click.argument("targets", nargs=-1)
 @friendly_errors
-def repro(params_path: str, jobs: int | None, together: bool) -> None:
-    """Run every stage of dvc.yaml that `dvc repro` would run, several at once where the graph
-    allows: each as its own `dvc repro --single-item`, so DVC caches and locks it as usual and a
+def repro(params_path: str, jobs: int | None, together: bool, targets: tuple[str, ...]) -> None:
+    """Run every stage of dvc.yaml that `dvc repro [TARGETS]` would run, several at once where
+    the graph allows: each as its own `dvc repro --single-item`, so DVC caches and locks it as usual and a
     plain `dvc repro` afterwards finds everything up to date. With several jobs, each stage's
     output goes to logs/repro/<stage>.log and one line reports its start and end."""
     import sys
@@ -34,7 +35,7 @@ def repro(params_path: str, jobs: int | None, together: bool) -> None:
             and config.resolve_device(config.load(params_path)["device"]) != "cpu"):
         jobs = 1
     try:
-        code = reproduce(jobs, together)
+        code = reproduce(jobs, together, targets)
     except DvcException as err:   # a broken dvc.yaml, a held lock: DVC's own one line
         raise ValueError(f"dvc: {err}") from None
     sys.exit(code)

@@ -35,7 +35,7 @@ def metrics(path: Path) -> dict:
 
 @dataclass(frozen=True)
 class FirstRun:
-    """The smoke profile's first `dvc exp run` in the clone: its output, and copies of the
+    """The smoke profile's first run in the clone: its output, and copies of the
     metrics/ and plots/ it wrote, so that the checks of those files do not depend on the
     experiments the later tests run in the same clone."""
 
@@ -53,10 +53,13 @@ class FirstRun:
 
 @pytest.fixture(scope="module")
 def first_run(clone, tmp_path_factory) -> FirstRun:
-    """The whole pipeline, smoke profile: the one full run the tests below check."""
+    """The whole pipeline, smoke profile: the one full run the tests below check. One thread per
+    stage, as the tests that run stages again use, so that their metrics agree to the bit."""
     saved = tmp_path_factory.mktemp("first-run")
     reads = saved / "params-reads.jsonl"
-    out = sh(["dvc", "exp", "run", *SMOKE], clone, ARITHREPRO_PARAMS_LOG=str(reads))
+    # README command 1's way (`make repro`), stages side by side
+    sh(["arithrepro", "compose-params", "profile=smoke"], clone)
+    out = sh(["arithrepro", "repro", "--jobs", "2"], clone, ARITHREPRO_PARAMS_LOG=str(reads))
     for folder in ("metrics", "plots"):
         shutil.copytree(clone / folder, saved / folder)
     # the whole workspace as the run left it, DVC cache and experiment refs included: the
@@ -68,7 +71,7 @@ def first_run(clone, tmp_path_factory) -> FirstRun:
 # --- what the first run wrote -----------------------------------------------------------------
 
 def test_expr_cells_are_all_trained_and_scored(first_run, clone):
-    assert "Running stage 'train-expr@retran-large-0'" in first_run.out
+    assert "train-expr@retran-large-0" in ran_stages(first_run.out)
     summary = first_run.summary
     cells = {f"{m}-{s}-0" for m in ("gpt", "lstm", "retran") for s in ("small", "medium", "large")}
     assert set(summary["expr"]) == cells
@@ -366,7 +369,8 @@ def test_a_forced_rerun_gives_the_same_metrics(first_run, clone):
         if family.startswith(("generate-", "train-", "evaluate-")):
             first.setdefault(family, name)
     assert len(first) == 3 * 3 + 2, first   # the grid tasks' three families, modular, charlm
-    out = sh(["dvc", "repro", "-f", "-s", *first.values(), "aggregate-tables"], clone)
+    out = sh(["dvc", "repro", "-f", "-s", *first.values(), "aggregate-tables"], clone,
+             OMP_NUM_THREADS="1")   # the first run's threads: the same bits
     assert ran_stages(out) == {*first.values(), "aggregate-tables"}
     assert metrics(clone) == before
     # the stages that read what these rewrote (their timings) follow, and nothing trains
@@ -456,3 +460,21 @@ def test_the_experiments_fit_a_screen(wider_gru_run, clone):
     charlm = sh(["arithrepro", "exps", "--task", "charlm"], clone).splitlines()
     assert any(line.startswith("charlm.architectures.gru.d_model") for line in charlm)
     assert not any(line.startswith(("models.", "expr.")) for line in charlm)
+
+
+def test_added_seeds_train_together_and_dvc_records_them(wider_gru_run, clone):
+    """`arithrepro repro --together`: two new seeds of a configuration train as one ensemble in
+    one process, and DVC records them as its own run would (dvc.lock, cache, run cache): a plain
+    `dvc repro` of them then runs nothing."""
+    sh(["arithrepro", "compose-params", *SAMPLED[1::2], "charlm.architectures.gru.d_model=24",
+        "charlm.seeds=[0,1,2]"], clone)
+    cells = ["train-charlm@gru-s16-1", "train-charlm@gru-s16-2"]
+    out = sh(["arithrepro", "repro", "--together", "--jobs", "1", *cells], clone)
+    assert "start train-charlm@gru-s16-1 (+1 together)" in out, out
+    assert "2 runs together" in out
+    for seed in (1, 2):
+        record = json.loads((clone / "runs" / "charlm" / f"gru-s16-{seed}" / "train.json").read_text())
+        assert record["trained_with"] == 2 and record["seed"] == seed
+    assert "Running stage" not in sh(["dvc", "repro", *cells], clone)
+    lock = (clone / "dvc.lock").read_text()
+    assert all(f"{c}:" in lock for c in cells)

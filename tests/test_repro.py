@@ -154,8 +154,14 @@ def test_a_dvc_project_runs_side_by_side_and_ends_as_dvc_repro_leaves_it(tmp_pat
     (tmp_path / "dvc.yaml").write_text(pipeline())
     sh(["git", "add", "-A"], tmp_path)
     sh(["git", "commit", "-qm", "pipeline"], tmp_path)
+    # a target and what it reads, as `dvc repro square@2`
+    out = sh(["arithrepro", "repro", "--jobs", "2", "square@2"], tmp_path)
+    assert "2 of 2 stages to run" in out and not (tmp_path / "sq1.txt").exists()
+    assert (tmp_path / "sq2.txt").read_text() == "9"
+    out = sh(["arithrepro", "repro", "square@9"], tmp_path, check=False)
+    assert "error: stage square@9: not in dvc.yaml" in out
     out = sh(["arithrepro", "repro", "--jobs", "2"], tmp_path)
-    assert "6 of 6 stages to run, 2 at a time with 1 thread each" in out
+    assert "4 of 6 stages to run, 2 at a time with 1 thread each" in out
     assert (tmp_path / "total.txt").read_text() == str(4 + 9 + 16 + 25)
     assert "Running stage" not in sh(["dvc", "repro"], tmp_path)      # DVC finds it all done
     assert "up to date" in sh(["dvc", "status"], tmp_path)

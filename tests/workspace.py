@@ -1,6 +1,7 @@
 """A clone of this checkout to run DVC in, and the shell the pipeline tests run commands with."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,5 +39,7 @@ def make_clone(dest: Path) -> Path:
 
 
 def ran_stages(out: str) -> set[str]:
-    """The stages a `dvc repro` / `dvc exp run` output says it ran."""
-    return {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+    """The stages a `dvc repro` / `dvc exp run` output says it ran, or an `arithrepro repro`
+    with several jobs says it started (its lines `[k/n] start <stage>`)."""
+    return ({line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+            | set(re.findall(r"^\[\d+/\d+\] start (\S+)", out, flags=re.M)))
