@@ -46,8 +46,8 @@ class Checkpoint:
         else:
             rows = [ck]
         # `failed` (an ensemble's stopped copy) is newer than some checkpoints: absent is none
-        missing = [k for k in KEYS if k not in ck] + sorted(
-            {k for row in rows for k in names if k not in row and k != "failed"})
+        missing = [k for k in KEYS if k not in ck] + [
+            k for k in names if k != "failed" and any(k not in row for row in rows)]
         if missing:
             return self._set_aside(f"no {', '.join(missing)}")
         before = _snapshot(parts)
