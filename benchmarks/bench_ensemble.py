@@ -32,10 +32,14 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
     from arithrepro.models.registry import MODELS
     from arithrepro.runs import Placement
 
-    where = Placement("cpu", "fp32", False)
+    from arithrepro.device import resolve_device
+
+    device = resolve_device(params["device"])
+    # on a GPU, each step a CUDA graph where the params ask for it
+    where = Placement(device, "fp32", False, bool(params.get("graphs")) and device != "cpu")
+    on = f"{torch.get_num_threads()} threads" if device == "cpu" else device
     print(f"\n== {' and '.join(map(str, copies))} runs of one configuration: one after another "
-          f"vs together as one ensemble ({torch.get_num_threads()} threads; s per step of all "
-          "runs)")
+          f"vs together as one ensemble ({on}; s per step of all runs)")
     print(f"{'cell':<28}{'E':>3}{'one by one':>12}{'together':>10}{'speed-up':>10}")
     rows = []
     for task, spec in cells(params):

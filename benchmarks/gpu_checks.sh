@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The checks a CUDA machine runs (docs/benchmarks.md, "On a GPU"): the tests that touch the device, the
-# projected training times, and the training step eager against torch.compile and CUDA graphs.
-#   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of tests,estimate,compile
+# projected training times, the training step eager against torch.compile and CUDA graphs, and
+# ensembles against the same runs one by one.
+#   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of tests,estimate,compile,ensemble
 # Logs and JSON land in OUT_DIR (default gpu-out).
 set -uo pipefail
 out=${1:-gpu-out}
-parts=${2:-tests,estimate,compile}
+parts=${2:-tests,estimate,compile,ensemble}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
@@ -14,7 +15,7 @@ if [[ $parts == *tests* ]]; then
     python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_device.py \
         tests/test_fast_paths.py tests/test_micro_batches.py tests/test_optim.py \
         tests/test_decoding.py tests/test_recurrent_fused.py tests/test_retran_fused.py \
-        tests/test_provenance.py::test_a_cuda_run_names_its_gpu \
+        tests/test_graphs.py tests/test_ensemble.py tests/test_provenance.py::test_a_cuda_run_names_its_gpu \
         2>&1 | tee "$out/tests.log"
 fi
 if [[ $parts == *estimate* ]]; then
@@ -25,4 +26,7 @@ if [[ $parts == *estimate* ]]; then
 fi
 if [[ $parts == *compile* ]]; then
     python3 -m benchmarks.run --only compile 2>&1 | tee "$out/compile.log"
+fi
+if [[ $parts == *ensemble* ]]; then
+    python3 -m benchmarks.run --only ensemble 2>&1 | tee "$out/ensemble.log"
 fi
