@@ -11,17 +11,19 @@ from dataclasses import replace
 import torch
 
 
-def cells(params: dict) -> list:
-    """(task, RunSpec at seed 0): the first run of each model (and size) of every task."""
+def cells(params: dict, only: str = "") -> list:
+    """(task, RunSpec at seed 0, its name): the first run of each model (and size) of every
+    task, those whose name holds `only`."""
     from arithrepro.tasks.registry import TASKS
 
     out, seen = [], set()
     for name, task in TASKS.items():
         for spec in task.runs(params):
             key = (name, spec.model, spec.label if task.grid else "")
-            if key not in seen:
+            cell = f"{name} {spec.model}-{spec.label}"
+            if key not in seen and only in cell:
                 seen.add(key)
-                out.append((task, replace(spec, seed=0)))
+                out.append((task, replace(spec, seed=0), cell))
     return out
 
 
@@ -30,9 +32,8 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
     from arithrepro.ensemble import CopiesBatches, Ensemble, padding
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import MODELS
-    from arithrepro.runs import Placement
-
     from arithrepro.device import resolve_device
+    from arithrepro.runs import Placement
 
     device = resolve_device(params["device"])
     # on a GPU, each step a CUDA graph where the params ask for it
@@ -42,10 +43,7 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
           f"vs together as one ensemble ({on}; s per step of all runs)")
     print(f"{'cell':<28}{'E':>3}{'one by one':>12}{'together':>10}{'speed-up':>10}")
     rows = []
-    for task, spec in cells(params):
-        cell = f"{task.name} {spec.model}-{spec.label}"
-        if only and only not in cell:
-            continue
+    for task, spec, cell in cells(params, only):
         for E in copies:
             def built(seed):
                 return task.trial(replace(spec, seed=seed), params, where)
@@ -95,10 +93,7 @@ def bench_processes(params: dict, processes: int = 2, warmup: int = 2, timed: in
           f"processes at {threads // processes} each (s per step of all runs)")
     print(f"{'cell':<28}{'P':>3}{'one by one':>12}{'side by side':>14}{'speed-up':>10}")
     rows = []
-    for task, spec in cells(params):
-        cell = f"{task.name} {spec.model}-{spec.label}"
-        if only and only not in cell:
-            continue
+    for task, spec, cell in cells(params, only):
         seeds = [replace(spec, seed=s) for s in range(processes)]
 
         def run(n_threads, group):

@@ -12,7 +12,8 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from arithrepro.models.recurrence_copies import _bmm_t, vmapped
-from arithrepro.models.retran_fused import _triangle, dropout_mask
+from arithrepro.models.retran_fused import (_triangle, dropout_mask, keep_for_backward,
+                                            saved_for_backward)
 
 aten = torch.ops.aten
 
@@ -107,23 +108,16 @@ class ReTranCopies(torch.autograd.Function):
                 torch.addcmul(x1, hout[..., d:], m2[t], out=Z2[t])
             Y[p], S2[0, t], S2[1, t] = _layer_norm(Z2[t], lfw, lfb, eps)
             cache(p)
-        if saving:
-            ctx.save_for_backward(x, Q, K, V, Y, Wt, A, Z1, Z2, S1, S2, XH, ACT, C, M, *weights)
-            ctx.masks, ctx.nh, ctx.pool, ctx.owner = (am, m1, m2), nh, pool, owner
-            ctx.held = pool.held(owner)
-        else:
-            pool.release(owner)
+        keep_for_backward(ctx, saving, pool, owner,
+                          (x, Q, K, V, Y, Wt, A, Z1, Z2, S1, S2, XH, ACT, C, M, *weights),
+                          masks=(am, m1, m2), nh=nh)
         return Y[1:]
 
     @staticmethod
     @once_differentiable
     def backward(ctx, gY):
+        (x, Q, K, V, Y, Wt, A, Z1, Z2, S1, S2, XH, ACT, C, M, *weights) = saved_for_backward(ctx)
         pool, owner = ctx.pool, ctx.owner
-        if pool.held(owner) != ctx.held:
-            raise RuntimeError("a later forward of this ReTran core reused the buffers of the "
-                               "graph being backpropagated: backward each graph before the next "
-                               "forward")
-        (x, Q, K, V, Y, Wt, A, Z1, Z2, S1, S2, XH, ACT, C, M, *weights) = ctx.saved_tensors
         (qw, qb, kvw, kvb, ow, ob, law, lab, wu, wb, po, pob, lfw, lfb, h0, ch0, c0) = weights
         E, T, B, d = x.shape
         nh, d_sa, dff = ctx.nh, qw.size(-1), c0.size(-1)

@@ -55,6 +55,28 @@ def _triangle(T: int) -> list[int]:
     return [t * (t + 1) // 2 for t in range(T + 1)]
 
 
+def keep_for_backward(ctx, saving: bool, pool, owner, tensors, **state) -> None:
+    """Save what a fused layer's backward reads (its pooled buffers stay taken, and the pool's
+    count for `owner` is noted, so that backward can tell a later forward took them) or, with
+    nothing to differentiate, give the buffers back."""
+    if not saving:
+        pool.release(owner)
+        return
+    ctx.save_for_backward(*tensors)
+    for name, value in state.items():
+        setattr(ctx, name, value)
+    ctx.pool, ctx.owner, ctx.held = pool, owner, pool.held(owner)
+
+
+def saved_for_backward(ctx, hint: str = "") -> tuple:
+    """What keep_for_backward saved, once sure no later forward reused its buffers."""
+    if ctx.pool.held(ctx.owner) != ctx.held:
+        raise RuntimeError("a later forward of this ReTran core reused the buffers of the "
+                           "graph being backpropagated: backward each graph before the next "
+                           f"forward{hint}")
+    return ctx.saved_tensors
+
+
 class FusedLayer(torch.autograd.Function):
     """One ReTran layer over a whole sequence from a fresh state: x (T, B, d) -> y (T, B, d).
 
@@ -134,23 +156,17 @@ class FusedLayer(torch.autograd.Function):
                                                                            lfb, eps)
             kv = torch.addmm(kvb[p], Y[p, :n], kvw[p])
             K[:n, :, p], V[:n, :, p] = kv[:, :d_sa].view(n, nh, hs), kv[:, d_sa:].view(n, nh, hs)
-        if saving:
-            ctx.save_for_backward(x, Q, K, V, Y, Wt, A, Z1, Z2, S1, S2, XH, ACT, C, M, *weights)
-            ctx.masks, ctx.nh, ctx.rows, ctx.pool, ctx.owner = (am, m1, m2), nh, rows, pool, owner
-            ctx.held = pool.held(owner)
-        else:
-            pool.release(owner)
+        keep_for_backward(ctx, saving, pool, owner,
+                          (x, Q, K, V, Y, Wt, A, Z1, Z2, S1, S2, XH, ACT, C, M, *weights),
+                          masks=(am, m1, m2), nh=nh, rows=rows)
         return Y[1:]
 
     @staticmethod
     @once_differentiable
     def backward(ctx, gY):
+        (x, Q, K, V, Y, Wt, A, Z1, Z2, S1, S2, XH, ACT, C, M, *weights) = saved_for_backward(
+            ctx, ", or set core.fused = False")
         pool, owner = ctx.pool, ctx.owner
-        if pool.held(owner) != ctx.held:
-            raise RuntimeError("a later forward of this ReTran core reused the buffers of the "
-                               "graph being backpropagated: backward each graph before the next "
-                               "forward, or set core.fused = False")
-        (x, Q, K, V, Y, Wt, A, Z1, Z2, S1, S2, XH, ACT, C, M, *weights) = ctx.saved_tensors
         (qw, qb, kvw, kvb, ow, ob, law, lab, wu, wb, po, pob, lfw, lfb, h0, ch0, c0) = weights
         T, B, d = x.shape
         nh, d_sa, dff = ctx.nh, qw.size(2), c0.numel()
