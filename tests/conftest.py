@@ -68,3 +68,13 @@ def clone(tmp_path_factory) -> Path:
     from tests.workspace import make_clone
 
     return make_clone(tmp_path_factory.mktemp("clone"))
+
+
+@pytest.fixture(scope="session")
+def smoke_first_run(tmp_path_factory, worker_id):
+    """The smoke profile's whole pipeline, run once for the session: under pytest-xdist once
+    for all workers, in their shared temporary folder (tests/workspace.py)."""
+    from tests.workspace import first_smoke_run
+
+    base = tmp_path_factory.getbasetemp()
+    return first_smoke_run(base if worker_id == "master" else base.parent)

@@ -1,6 +1,7 @@
 """The real DVC pipeline, smoke profile, in a temporary clone of this checkout: one full run
 (the `first_run` fixture) checked by the tests that follow it, then re-runs and experiments in
-the same clone. (The queued-grid recipe has its own clone: tests/test_queue.py.)"""
+the same clone. (The remote scenarios built on the same first run are in
+tests/test_pipeline_remote.py; the queued-grid recipe has its own clone: tests/test_queue.py.)"""
 
 import json
 import math
@@ -8,12 +9,11 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.workspace import ran_stages, sh
+from tests.workspace import FirstRun, ran_stages, sh
 
 TIMING = {"train_seconds", "tokens_per_s", "eval_seconds", "s_per_step"}
 FIGURES = ["accuracy_vs_params", "accuracy_vs_length", "val_loss_vs_params", "length_distribution"]
@@ -33,39 +33,17 @@ def metrics(path: Path) -> dict:
             for task, runs in summary.items()}
 
 
-@dataclass(frozen=True)
-class FirstRun:
-    """The smoke profile's first run in the clone: its output, and copies of the
-    metrics/ and plots/ it wrote, so that the checks of those files do not depend on the
-    experiments the later tests run in the same clone."""
-
-    out: str
-    saved: Path
-    reads: Path   # ARITHREPRO_PARAMS_LOG: each stage process's arguments and the keys it read
-
-    @property
-    def summary(self) -> dict:
-        return json.loads(self.read("metrics/summary.json"))
-
-    def read(self, name: str) -> str:
-        return (self.saved / name).read_text()
+@pytest.fixture(scope="module")
+def first_run(smoke_first_run) -> FirstRun:
+    """The whole pipeline, smoke profile: the one full run the tests below check
+    (tests/workspace.py; the remote scenarios in test_pipeline_remote.py share it)."""
+    return smoke_first_run
 
 
 @pytest.fixture(scope="module")
-def first_run(clone, tmp_path_factory) -> FirstRun:
-    """The whole pipeline, smoke profile: the one full run the tests below check. One thread per
-    stage, as the tests that run stages again use, so that their metrics agree to the bit."""
-    saved = tmp_path_factory.mktemp("first-run")
-    reads = saved / "params-reads.jsonl"
-    # README command 1's way (`make repro`), stages side by side
-    sh(["arithrepro", "compose-params", "profile=smoke"], clone)
-    out = sh(["arithrepro", "repro", "--jobs", "2"], clone, ARITHREPRO_PARAMS_LOG=str(reads))
-    for folder in ("metrics", "plots"):
-        shutil.copytree(clone / folder, saved / folder)
-    # the whole workspace as the run left it, DVC cache and experiment refs included: the
-    # "GPU machine" of the remote tests, whatever the later tests do to the clone
-    shutil.copytree(clone, saved / "gpu", symlinks=True)
-    return FirstRun(out, saved, reads)
+def clone(smoke_first_run) -> Path:
+    """The clone the first run left: the later tests here run DVC in it."""
+    return smoke_first_run.clone
 
 
 # --- what the first run wrote -----------------------------------------------------------------
@@ -249,99 +227,6 @@ def test_the_headline_is_the_default_metrics(first_run):
     assert set(headline["expr"]["gpt-small"]) == {"test_acc", "ood_acc"}  # one seed: no std
     assert set(headline["modular"]) == {"gpt-sin-sanity", "lstm-std-sanity"}
     assert headline["charlm"]["gru-s16"]["final_bpc"] == first_run.summary["charlm"]["gru-s16-0"]["final_bpc"]
-
-
-# --- train on one machine, analyse on another: a DVC remote and clones (docs/remote.md) --------
-
-@pytest.fixture(scope="module")
-def published(first_run, tmp_path_factory) -> Path:
-    """The "GPU machine" (a copy of the clone after the first run) commits its results, pushes
-    the commit to a bare git repository and the outputs and run cache to a local-directory DVC
-    remote, and pushes the first run's experiment. Returns the folder holding origin.git and
-    store/."""
-    where = tmp_path_factory.mktemp("remote")
-    gpu = first_run.saved / "gpu"
-    sh(["git", "init", "-q", "--bare", str(where / "origin.git")], where)
-    sh(["dvc", "remote", "add", "-d", "store", str(where / "store")], gpu)
-    sh(["git", "add", "-A"], gpu)
-    sh(["git", "commit", "-qm", "smoke results"], gpu)
-    sh(["git", "remote", "add", "origin", str(where / "origin.git")], gpu)
-    sh(["git", "push", "-q", "origin", "HEAD:main"], gpu)
-    sh(["dvc", "push", "--run-cache"], gpu)
-    # an experiment on top of the pushed commit (an experiment carries the repository's config,
-    # the remote included, from the commit it was run on)
-    sh(["dvc", "exp", "run", "-n", "moved", *SMOKE, "-S", "charlm.sample.temperature=0.5"], gpu)
-    sh(["dvc", "exp", "push", "origin", "moved"], gpu)
-    return where
-
-
-def laptop(published: Path, name: str, rev: str = "main") -> Path:
-    dest = published / name
-    sh(["git", "clone", "-q", "-b", "main", str(published / "origin.git"), str(dest)], published)
-    if rev != "main":
-        sh(["git", "checkout", "-q", rev], dest)
-    return dest
-
-
-def test_a_pulled_commit_reproduces_without_training(first_run, published):
-    """git clone + dvc pull: `dvc repro` runs nothing, and an evaluation-only key re-evaluates
-    without training."""
-    here = laptop(published, "laptop")
-    sh(["dvc", "pull"], here)
-    assert "Running stage" not in sh(["dvc", "repro"], here)
-    assert sh(["dvc", "status"], here).strip().endswith("Data and pipelines are up to date.")
-    gpu = first_run.saved / "gpu"
-    for name in ("metrics/headline.json", "metrics/summary.json", "plots/expr/accuracy_vs_params.png"):
-        assert (here / name).read_bytes() == (gpu / name).read_bytes(), name
-    out = sh(["dvc", "exp", "run", *SMOKE, "-S", "abacus.eval.recurrences=[1,2,3]"],
-             here)
-    assert ran_stages(out) == {"evaluate-abacus@abacus-l2r2-0", "aggregate-tables",
-                               "report-abacus", "results"}
-    assert "acc_r3" in json.loads((here / "metrics/summary.json").read_text())["abacus"]["abacus-l2r2-0"]
-
-
-def test_the_run_cache_restores_cells_without_a_lock_file(published):
-    """A commit without dvc.lock (as an experiment queue's cells leave the workspace): the run
-    cache pulled from the remote restores every stage, none is trained again."""
-    here = laptop(published, "no-lock", rev="main~1")
-    assert not (here / "dvc.lock").exists()
-    # that commit predates the remote's entry in .dvc/config: name it for this clone only
-    sh(["dvc", "remote", "add", "--local", "-d", "store", str(published / "store")], here)
-    sh(["arithrepro", "compose-params", "profile=smoke"], here)
-    out = sh(["dvc", "repro", "--pull"], here)    # fetches the run cache, then each stage's outputs
-    # but the results page: its outputs are git's (DVC does not cache them), so it is written
-    # again, from the restored records, in a second
-    assert ran_stages(out) == {"results"}, ran_stages(out)
-    assert out.count("is cached - skipping run") == len(sh(["dvc", "stage", "list", "--name-only"],
-                                                              here).split()) - 1
-
-
-def test_a_pulled_clone_extends_a_sweep_and_a_setting_training_only_those_cells(published):
-    """Another machine's results pulled, a modular sweep extended by one value trains that
-    value's run and a charlm architecture changed retrains its runs: every
-    other run stays as pulled, the memo-free way (each run a cached DVC cell)."""
-    here = laptop(published, "extend")
-    sh(["dvc", "pull"], here)
-    out = sh(["dvc", "exp", "run", *SMOKE, "-S",
-              "modular.studies.data.sweep.r_train=[0.3,0.5,0.7]",
-              "-S", "charlm.architectures.gru.d_model=24"], here)
-    trained = {s for s in ran_stages(out) if s.startswith("train-")}
-    assert trained == {"train-modular-data@lstm-std-0.5-0", "train-charlm@gru-s16-0"}, trained
-    assert not any(s.startswith(("generate-", "evaluate-", "charlm-corpus"))
-                   for s in ran_stages(out))
-
-
-def test_an_experiment_moves_with_exp_push_and_pull(first_run, published):
-    """An experiment run on the GPU machine (as a queue's are) reaches the laptop through
-    `dvc exp push`/`pull`, outputs included: applied, nothing runs."""
-    here = laptop(published, "exp")
-    assert sh(["dvc", "exp", "list", "--name-only", "origin"], here).split() == ["moved"]
-    sh(["dvc", "exp", "pull", "origin", "moved"], here)
-    sh(["dvc", "exp", "apply", "moved"], here)
-    assert "Running stage" not in sh(["dvc", "repro"], here)
-    samples = (here / "metrics/charlm/samples.md").read_text()
-    assert samples == (first_run.saved / "gpu" / "metrics/charlm/samples.md").read_text()
-    assert samples != first_run.read("metrics/charlm/samples.md")  # the experiment's, not main's
 
 
 # --- running again ----------------------------------------------------------------------------
