@@ -25,11 +25,12 @@ repro: setup
 smoke: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc exp run -S profile=smoke
 
-# Two workers, each file on one of them: the two DVC pipeline test files (a clone each) run side
-# by side, the rest of the suite beside them. One thread per torch process, so the few that run
-# at once share the two cores instead of each spinning threads on both.
+# Two workers, each file on one of them, the files that run the real pipeline first (the order in
+# tests/conftest.py): they run side by side, the rest of the suite after them. One thread per
+# torch process, so the few that run at once share the two cores instead of each spinning threads
+# on both.
 test: setup
-	PATH="$(abspath $(BIN)):$$PATH" OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist loadfile
+	PATH="$(abspath $(BIN)):$$PATH" OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 bench: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m benchmarks.run

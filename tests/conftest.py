@@ -78,3 +78,16 @@ def smoke_first_run(tmp_path_factory, worker_id):
 
     base = tmp_path_factory.getbasetemp()
     return first_smoke_run(base if worker_id == "master" else base.parent)
+
+
+# Under `make test` (two xdist workers, `--dist loadfile --no-loadscope-reorder`) each worker is
+# handed files in this order, two to start with: the pipeline file that makes the shared smoke run
+# first, the queue recipe's own clone on the other worker meanwhile, then a short file for the
+# first worker and the remote scenarios (which wait for the smoke run) for the second. The rest
+# follows in collection order.
+FIRST = ["test_pipeline.py", "test_queue.py", "test_config.py", "test_pipeline_remote.py"]
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))   # stable: the rest keep their order
