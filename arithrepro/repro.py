@@ -205,7 +205,7 @@ def reproduce(jobs_wanted: int | None, together: bool, targets: tuple[str, ...] 
 
     def start(job: Job, slot: int):
         """Each slot on cores of its own (torch sizes its pool to them), when they go round."""
-        log = LOGS / f"{job.stages[0].replace('@', '-')}.log" if workers > 1 else None
+        log = _log(job.stages[0]) if workers > 1 else None
         mine = cores[slot * threads:(slot + 1) * threads]
         return _Chain(job, env, log, mine if 1 < workers <= len(cores) else None)
 
@@ -213,9 +213,14 @@ def reproduce(jobs_wanted: int | None, together: bool, targets: tuple[str, ...] 
     if failed:
         if workers > 1:
             for name in failed:
-                echo(f"  log: {LOGS / (name.split(' ')[0].replace('@', '-') + '.log')}")
+                echo(f"  log: {_log(name.split(' ')[0])}")
         return 1
     return 0
+
+
+def _log(stage: str) -> Path:
+    """Where a stage's output goes when several run at once."""
+    return LOGS / f"{stage.replace('@', '-')}.log"
 
 
 def _upstream_first(graph, listed):
