@@ -45,9 +45,10 @@ def family_of(stage: str) -> str:
     return family_of(stage)
 
 
-def code_files(root: Path, command: str, task: str | None) -> list[str]:
+def code_files(root: Path, command: str, task: str | None, edges: dict | None = None) -> list[str]:
     """The source files (relative to root) the command runs for `task`, package __init__s left
-    out (they import nothing: tests/test_dvc_yaml.py)."""
+    out (they import nothing: tests/test_dvc_yaml.py). `edges` is root's import graph, when the
+    caller has read it already (reading it parses every source file)."""
     from arithrepro.cli import COMMANDS
     from arithrepro.imports import closure, graph, project_modules
     from arithrepro.models.registry import MODELS
@@ -74,7 +75,7 @@ def code_files(root: Path, command: str, task: str | None) -> list[str]:
     files = project_modules(root)
     # the tables are followed to their narrowed rows, then left out themselves
     entry = f"arithrepro.stages.{COMMANDS[command][0]}"
-    reached = closure(graph(root), entry, follow) - set(REGISTRIES)
+    reached = closure(edges or graph(root), entry, follow) - set(REGISTRIES)
     return sorted(str(files[m].relative_to(root)) for m in reached
                   if files[m].name != "__init__.py")
 
@@ -97,7 +98,11 @@ def code_deps() -> None:
     from arithrepro.io import write_text
 
     shutil.rmtree(OUT, ignore_errors=True)  # a family dropped from the pipeline leaves nothing
+    from arithrepro.imports import graph
+
     table = families()
+    edges = graph(Path("."))
     for family, (command, task) in table.items():
-        write_text(OUT / f"{family}.txt", listing(Path("."), code_files(Path("."), command, task)))
+        write_text(OUT / f"{family}.txt",
+                   listing(Path("."), code_files(Path("."), command, task, edges)))
     done(f"code-deps: {len(table)} stage families -> {OUT}/")

@@ -84,19 +84,23 @@ def test_the_run_cache_restores_cells_without_a_lock_file(published):
                                                               here).split()) - 1
 
 
-def test_a_pulled_clone_extends_a_sweep_and_a_setting_training_only_those_cells(published):
-    """Another machine's results pulled, a modular sweep extended by one value trains that
-    value's run and a charlm architecture changed retrains its runs: every
-    other run stays as pulled, the memo-free way (each run a cached DVC cell)."""
+def test_a_pulled_clone_changes_a_sweep_and_a_setting_training_only_those_cells(published):
+    """Another machine's results pulled, one value of a modular sweep replaced by another trains
+    the new value's run (the dropped one leaves the results) and a charlm architecture changed
+    retrains its runs: every other run stays as pulled, each run a cached DVC cell, and the
+    reports follow."""
     here = laptop(published, "extend")
     sh(["dvc", "pull"], here)
-    out = sh(["dvc", "exp", "run", *SMOKE, "-S",
-              "modular.studies.data.sweep.r_train=[0.3,0.5,0.7]",
+    out = sh(["dvc", "exp", "run", *SMOKE, "-S", "modular.studies.data.sweep.r_train=[0.3,0.5]",
               "-S", "charlm.architectures.gru.d_model=24"], here)
-    trained = {s for s in ran_stages(out) if s.startswith("train-")}
+    ran = ran_stages(out)
+    trained = {s for s in ran if s.startswith("train-")}
     assert trained == {"train-modular-data@lstm-std-0.5-0", "train-charlm@gru-s16-0"}, trained
-    assert not any(s.startswith(("generate-", "evaluate-", "charlm-corpus"))
-                   for s in ran_stages(out))
+    assert not any(s.startswith(("generate-", "evaluate-", "charlm-corpus")) for s in ran), ran
+    assert {"aggregate-tables", "report-modular", "report-charlm", "results"} <= ran, ran
+    assert not {"report-expr", "report-abacus", "report-looped"} & ran, ran
+    modular = json.loads((here / "metrics" / "summary.json").read_text())["modular"]
+    assert "lstm-std-data.r0.5-0" in modular and "lstm-std-data.r0.7-0" not in modular
 
 
 def test_an_experiment_moves_with_exp_push_and_pull(first_run, published):

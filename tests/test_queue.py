@@ -31,34 +31,33 @@ def queue(cwd, *args) -> str:
     return re.search(r"Queued experiment '([^']+)'", out).group(1)
 
 
-def test_queued_cells_train_in_parallel_and_come_back_from_the_run_cache(clone):
+def test_queued_cells_retry_and_come_back_from_the_run_cache(clone):
     """The queued-grid recipe of docs/profiles.md: cells queued as experiments, one worker per device,
     a failed cell re-queued under its name, a finished one re-queued at no cost, and all of them
     collected in the workspace by `dvc repro` without training."""
-    cells = [f"train-expr@lstm-{size}-0" for size in ("small", "medium", "large")]
+    cells = [f"train-expr@lstm-{size}-0" for size in ("small", "large")]
     # The workspace's params and data first: queued experiments start from the workspace.
     sh(["dvc", "exp", "run", "-S", "profile=smoke", "-S", "models.lstm.lr=0.004",
         "generate-expr"], clone)
     try:
         queue(clone, "-n", "expr-lstm-small-0", cells[0])
-        queue(clone, "-n", "expr-lstm-medium-0", cells[1])
-        queue(clone, "-n", "expr-lstm-large-0", "-S", "models.lstm.lr=-1", cells[2])  # fails
+        queue(clone, "-n", "expr-lstm-large-0", "-S", "models.lstm.lr=-1", cells[1])  # fails
         for k in (1, 2):  # worker k is added by `-j k`; it keeps the environment it starts with
             sh(["env", f"CUDA_VISIBLE_DEVICES={k - 1}", "dvc", "queue", "start", "-j", str(k)], clone)
         status = queue_status(clone)
-        assert [status[f"expr-lstm-{s}-0"] for s in ("small", "medium", "large")] == \
-            ["Success", "Success", "Failed"], status
+        assert [status[f"expr-lstm-{s}-0"] for s in ("small", "large")] == ["Success", "Failed"], \
+            status
         assert "error: params: models.lstm.lr = -1: expected a number > 0" in \
             sh(["dvc", "queue", "logs", "expr-lstm-large-0"], clone)
 
         # A failed cell is re-queued under its own name; a finished one again costs nothing.
-        queue(clone, "-n", "expr-lstm-large-0", cells[2])
+        queue(clone, "-n", "expr-lstm-large-0", cells[1])
         again = queue(clone, cells[0])
         sh(["dvc", "queue", "start", "-j", "1"], clone)
         status = queue_status(clone)
         assert status["expr-lstm-large-0"] == "Success" and status[again] == "Success", status
         assert f"Stage '{cells[0]}' is cached - skipping run" in sh(["dvc", "queue", "logs", again], clone)
-        assert "expr-lstm-medium-0" in sh(["dvc", "exp", "show", "--no-pager", "--csv"], clone)
+        assert "expr-lstm-small-0" in sh(["dvc", "exp", "show", "--no-pager", "--csv"], clone)
     finally:
         sh(["dvc", "queue", "stop"], clone, check=False)
 
