@@ -51,7 +51,7 @@ def clone(smoke_first_run) -> Path:
 def test_expr_cells_are_all_trained_and_scored(first_run, clone):
     assert "train-expr@retran-large-0" in ran_stages(first_run.out)
     summary = first_run.summary
-    cells = {f"{m}-{s}-0" for m in ("gpt", "lstm", "retran") for s in ("small", "medium", "large")}
+    cells = {f"{m}-{s}-0" for m in ("gpt", "lstm", "retran") for s in ("small", "large")}
     assert set(summary["expr"]) == cells
     for record in summary["expr"].values():
         assert {"params", "test_acc", "ood_acc", "best_val_loss", "train_seconds"} <= set(record)
@@ -138,7 +138,7 @@ def test_charlm_records_samples_and_compute_table(first_run):
 
 def test_tables_and_summary_csv(first_run):
     csv = first_run.read("metrics/summary.csv").splitlines()
-    assert csv[0].startswith("task,model,size,seed") and len(csv) == 13 + 11 + 5
+    assert csv[0].startswith("task,model,size,seed") and len(csv) == 1 + 6 + 1 + 2 + 11 + 5
     for task in ("expr", "abacus", "looped"):
         assert first_run.read(f"metrics/{task}.md").startswith(f"### {task}")
     assert "looped: exact match by length" in first_run.read("metrics/looped.md")
@@ -158,14 +158,14 @@ def test_every_figure_is_a_png(first_run):
 def test_the_results_page_and_the_readmes_block(first_run, tmp_path):
     gpu = first_run.saved / "gpu"
     page = (gpu / "docs" / "results.md").read_text()
-    assert "profile **smoke**" in page and "28 runs" in page
+    assert "profile **smoke**" in page and "25 runs" in page
     assert all(f"## {task}\n" in page for task in ("expr", "abacus", "looped", "modular", "charlm"))
     shown = re.findall(r"\]\(results/([^)]+)\)", page)
     assert len(shown) == 7, shown
     for name in shown:
         assert (gpu / "docs" / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     data = json.loads((gpu / "docs" / "results.json").read_text())
-    assert data["runs"] == 28 and len(data["origin"]["commit"]) == 1
+    assert data["runs"] == 25 and len(data["origin"]["commit"]) == 1
     (tmp_path / "docs").mkdir()
     shutil.copy(gpu / "docs" / "results.json", tmp_path / "docs")
     shutil.copy(gpu / "README.md", tmp_path)
@@ -223,7 +223,7 @@ def test_the_headline_is_the_default_metrics(first_run):
     headline = files["metrics/headline.json"]["data"]
     assert set(headline) == {"expr", "abacus", "looped", "modular", "charlm"}
     assert set(headline["expr"]) == {f"{m}-{s}" for m in ("gpt", "lstm", "retran")
-                                     for s in ("small", "medium", "large")}
+                                     for s in ("small", "large")}
     assert set(headline["expr"]["gpt-small"]) == {"test_acc", "ood_acc"}  # one seed: no std
     assert set(headline["modular"]) == {"gpt-sin-sanity", "lstm-std-sanity"}
     assert headline["charlm"]["gru-s16"]["final_bpc"] == first_run.summary["charlm"]["gru-s16-0"]["final_bpc"]
@@ -286,7 +286,7 @@ def sampled_run(gpt_lr_run, clone) -> str:
 def test_a_gpt_learning_rate_reruns_the_gpt_cells_only(gpt_lr_run):
     """A GPT learning rate re-runs the GPT cells and what follows them, nothing else."""
     ran = ran_stages(gpt_lr_run)
-    assert {f"train-expr@gpt-{s}-0" for s in ("small", "medium", "large")} <= ran
+    assert {f"train-expr@gpt-{s}-0" for s in ("small", "large")} <= ran
     assert not any(w in r for r in ran for w in ("lstm", "retran", "abacus", "looped", "generate",
                                                   "modular", "charlm")), ran
     assert "aggregate-tables" in ran
