@@ -83,9 +83,13 @@ def smoke_first_run(tmp_path_factory, worker_id):
 # Under `make test` (two xdist workers, `--dist loadfile --no-loadscope-reorder`) each worker is
 # handed files in this order, two to start with: the pipeline file that makes the shared smoke run
 # first, the queue recipe's own clone on the other worker meanwhile, then a short file for the
-# first worker and the remote scenarios (which wait for the smoke run) for the second. The rest
-# follows in collection order.
-FIRST = ["test_pipeline.py", "test_queue.py", "test_config.py", "test_pipeline_remote.py"]
+# first worker and the remote scenarios (which wait for the smoke run) for the second; then the
+# files that take half a minute or more (`pytest --durations`), longest first, so that the suite
+# ends on short files and neither worker waits long for the other. The rest follows in
+# collection order.
+FIRST = ["test_pipeline.py", "test_queue.py", "test_config.py", "test_pipeline_remote.py",
+         "test_device.py", "test_ddp.py", "test_pipeline_extend.py", "test_repro.py",
+         "test_ensemble.py", "test_charlm_task.py"]
 
 
 def pytest_collection_modifyitems(config, items):
