@@ -95,11 +95,10 @@ def code_deps() -> None:
     """
     import shutil
 
+    from arithrepro.imports import graph
     from arithrepro.io import write_text
 
     shutil.rmtree(OUT, ignore_errors=True)  # a family dropped from the pipeline leaves nothing
-    from arithrepro.imports import graph
-
     table = families()
     edges = graph(Path("."))
     for family, (command, task) in table.items():
