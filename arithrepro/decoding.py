@@ -38,7 +38,9 @@ def greedy_decode(model, tokens: torch.Tensor, prompt_len: torch.Tensor, max_new
             done |= writing & ((pred == stop_id) | (step >= max_new - 1))
         if bool(done.all()) or t == total - 1:
             break
-        x = torch.where(t < prompt_len, tokens[:, t], pred)
+        # A finished sample reads <stop> from here on: what it would read is never scored, and
+        # its own predictions could grow a digit run past what the positions cover (abacus).
+        x = torch.where(t < prompt_len, tokens[:, t], torch.where(done, stop_id, pred))
         logits, _ = model(x.unsqueeze(1), state, t)
     return out
 

@@ -41,6 +41,27 @@ def test_greedy_sampling_is_greedy_decoding(name):
     assert torch.equal(g.get_state(), torch.Generator().manual_seed(0).get_state())
 
 
+def test_a_finished_sample_reads_stop():
+    """After its budget or its <stop>, a sample reads <stop>, not its own predictions: an abacus
+    model that says only digits, in a batch whose prompts differ in length, would otherwise
+    grow a digit run past its position table."""
+    from arithrepro.tasks.abacus import END, sample as abacus_sample
+
+    size = {"block_layers": 1, "recurrences": 2, "d_model": 8, "d_ff": 16, "heads": 2, "offset_k": 1}
+    # positions for runs of 9 digits at most: the answers here have 2 and 9
+    model = build("abacus", size, max_len=60, train_run=9, eval_run=9).eval()
+    with torch.no_grad():  # every prediction the digit 7
+        model.head.weight.zero_()
+        model.head.bias.zero_()
+        model.head.bias[7] = 1.0
+    n1 = torch.tensor([1, 1, 8, 8])
+    tokens, eq, _ = abacus_sample(n1, n1, torch.Generator().manual_seed(0))
+    # budgets of 3 in a batch whose longest prompt is 14 tokens longer than its shortest
+    out = greedy_decode(model, tokens, eq + 1, 3, END)
+    assert out.tolist() == [[7, 7, 7]] * 4
+    assert model.positions.max_position == 9
+
+
 def test_accuracy_by_groups():
     correct = torch.tensor([True, False, True, True, False])
     lengths = torch.tensor([8, 8, 9, 10, 10])
