@@ -136,6 +136,52 @@ def _clock(seconds: float) -> str:
     return f"{m}m{s:02d}s" if m else f"{s}s"
 
 
+class _Worker:
+    """A stage worker process (arithrepro/stage_worker.py) on cores of its own: Python, DVC and
+    torch load once for all the jobs it runs."""
+
+    def __init__(self, env: dict, cores: list[int] | None, cwd: Path | None = None):
+        import sys
+
+        read, write = os.pipe()
+        pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
+        self.proc = subprocess.Popen([sys.executable, "-m", "arithrepro.stage_worker", str(write)],
+                                     env=env, stdin=subprocess.PIPE, text=True, pass_fds=(write,),
+                                     preexec_fn=pin, cwd=cwd)
+        os.close(write)
+        os.set_blocking(read, False)
+        self.replies, self.buffer = os.fdopen(read, "rb", buffering=0), b""
+
+    def submit(self, job: Job, log: Path | None) -> "_Worker":
+        import json
+
+        self.proc.stdin.write(json.dumps({"argv": job.argv, "log": str(log) if log else None}) + "\n")
+        self.proc.stdin.flush()
+        return self
+
+    def poll(self):
+        """The job's exit status once it has ended, else None."""
+        import json
+
+        chunk = self.replies.read()
+        if chunk:
+            self.buffer += chunk
+        if b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            return json.loads(line)["code"]
+        if self.proc.poll() is not None:  # the worker itself died (killed, out of memory)
+            return self.proc.returncode or 1
+        return None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.alive():
+            self.proc.stdin.close()
+            self.proc.wait()
+
+
 class _Chain:
     """A job's commands one after another, as one process for run_jobs; output to its log
     (or the terminal when the jobs run one at a time)."""
@@ -166,7 +212,7 @@ class _Chain:
 
 
 def reproduce(jobs_wanted: int | None, together: bool, targets: tuple[str, ...] = (),
-              echo=print) -> int:
+              echo=print, workers_in_process: bool = True) -> int:
     """Plan from DVC's graph and status, run, and return the exit status. `targets`: those
     stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline."""
     import networkx as nx
@@ -203,13 +249,24 @@ def reproduce(jobs_wanted: int | None, together: bool, targets: tuple[str, ...] 
     if workers > 1:
         LOGS.mkdir(parents=True, exist_ok=True)
 
+    pool: dict[int, _Worker] = {}
+
     def start(job: Job, slot: int):
         """Each slot on cores of its own (torch sizes its pool to them), when they go round."""
         log = _log(job.stages[0]) if workers > 1 else None
         mine = cores[slot * threads:(slot + 1) * threads]
-        return _Chain(job, env, log, mine if 1 < workers <= len(cores) else None)
+        mine = mine if 1 < workers <= len(cores) else None
+        if not workers_in_process:
+            return _Chain(job, env, log, mine)
+        if slot not in pool or not pool[slot].alive():
+            pool[slot] = _Worker(env, mine)
+        return pool[slot].submit(job, log)
 
-    failed = run_jobs(jobs, workers, start, echo)
+    try:
+        failed = run_jobs(jobs, workers, start, echo)
+    finally:
+        for worker in pool.values():
+            worker.close()
     if failed:
         if workers > 1:
             for name in failed:

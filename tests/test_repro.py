@@ -3,6 +3,7 @@ scheduler on made-up graphs, then a small DVC project run by it for real."""
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,69 @@ def test_a_failing_stage_stops_the_run_with_its_log_named(tmp_path):
     assert "FAILED square@3" in out and "logs/repro/square-3.log" in out
     assert "ZeroDivisionError" in (tmp_path / "logs" / "repro" / "square-3.log").read_text()
     assert not (tmp_path / "total.txt").exists()
+
+
+# --- the stage worker: many stages, one process --------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+CELLS = [("expr", "gpt-small-0"), ("modular", "gpt-sin-sanity-0"), ("expr", "gpt-small-0")]
+
+
+def _smoke_workspace(path: Path) -> Path:
+    path.mkdir()
+    sh(["arithrepro", "compose-params", "--conf", str(ROOT / "conf"), "profile=smoke"], path)
+    sh(["arithrepro", "generate-datasets", "--task", "expr"], path)
+    return path
+
+
+def _trained(path: Path) -> dict:
+    """Every trained tensor and best validation loss under runs/, by file."""
+    import json
+
+    import torch
+
+    out = {}
+    for f in sorted(path.glob("runs/**/model.pt")):
+        out[str(f.relative_to(path))] = torch.load(f, weights_only=False)["state_dict"]
+    for f in sorted(path.glob("runs/**/train.json")):
+        record = json.loads(f.read_text())
+        out[str(f.relative_to(path))] = [record["best_val_loss"], record["best_step"], record["steps"]]
+    return out
+
+
+def test_stages_run_in_one_worker_train_as_in_processes_of_their_own(tmp_path):
+    """What one stage leaves in the worker (random state, caches, loggers, threads) reaches no
+    later stage: trainings run one after another in one worker, the first again at the end,
+    give the bits that each gives in a fresh process."""
+    import torch
+
+    from arithrepro.repro import Job, _Worker
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "DVC_NO_ANALYTICS": "1"}
+    alone = _smoke_workspace(tmp_path / "alone")
+    together = tmp_path / "worker"
+    shutil.copytree(alone, together)
+    for task, run in CELLS[:-1]:
+        sh(["arithrepro", "train", "--task", task, run], alone, OMP_NUM_THREADS="1")
+    want = _trained(alone)
+    worker = _Worker(env, None, cwd=together)
+    try:
+        for i, (task, run) in enumerate(CELLS):
+            if i == len(CELLS) - 1:  # the first cell once more, after the others
+                shutil.rmtree(together / "runs" / task / run)
+            log = together / f"job{i}.log"
+            worker.submit(Job([run], [["arithrepro", "train", "--task", task, run]]), log)
+            while (code := worker.poll()) is None:
+                time.sleep(0.05)
+            assert code == 0, log.read_text()[-2000:]
+            assert f"train {task} {run}" in log.read_text()
+    finally:
+        worker.close()
+    got = _trained(together)
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        if isinstance(value, list):
+            assert got[key] == value, key
+        else:
+            for name, tensor in value.items():
+                assert torch.equal(got[key][name], tensor), (key, name)

@@ -1,0 +1,188 @@
+"""A long-lived process that runs pipeline stages for `arithrepro repro`, one after another.
+
+A stage run as its own processes pays for loading Python, DVC, torch and torch._dynamo (which
+every torch.optim optimizer imports) each time: about 5 s of the 8-9 s a small stage takes on
+a 2-core CPU, and a pipeline of 150 cells pays it 150 times. A worker loads them once. Each job
+it is given is a list of command lines, run in order until one fails: `dvc ...` through DVC's
+own entry point (so locking, the run cache and dvc.lock are DVC's, exactly as on the command
+line), and every `arithrepro ...` command, whether a job's or a stage's that DVC runs, through
+arithrepro's. Anything else runs as a subprocess.
+
+Requests arrive on stdin as JSON lines {"argv": [[...], ...], "log": path or null}; the exit
+status of each job goes back as a line on the file descriptor given as the first argument.
+While a job runs, file descriptors 1 and 2 point at its log (when it has one), so its output,
+a subprocess's included, lands there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import traceback
+
+
+def run_arithrepro(args: list[str]) -> int:
+    """`arithrepro ARGS` in this process; its exit status."""
+    import click
+
+    from arithrepro.cli import main
+
+    try:
+        main(args, prog_name="arithrepro", standalone_mode=False)
+        return 0
+    except SystemExit as exit_:
+        code = exit_.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except click.exceptions.ClickException as err:
+        err.show()
+        return err.exit_code
+    except click.exceptions.Abort:
+        return 1
+    except Exception:  # noqa: BLE001 - as the interpreter would: the traceback, then status 1
+        traceback.print_exc()
+        return 1
+
+
+@contextlib.contextmanager
+def _logging_kept():
+    """Loggers' levels as they were: a command that quiets DVC's (dvclive does, in training)
+    would otherwise quiet every later stage's."""
+    import logging
+
+    loggers = [logging.root, *(v for v in logging.root.manager.loggerDict.values()
+                               if isinstance(v, logging.Logger))]
+    kept = [(lg, lg.level, lg.disabled) for lg in loggers]
+    try:
+        yield
+    finally:
+        for lg, level, disabled in kept:
+            lg.setLevel(level)
+            lg.disabled = disabled
+
+
+def run_argv(argv: list[str]) -> int:
+    with _logging_kept():
+        return _run_argv(argv)
+
+
+def _run_argv(argv: list[str]) -> int:
+    if argv[0] == "dvc":
+        from dvc.cli import main
+
+        return main(argv[1:])
+    if argv[0] == "arithrepro":
+        return run_arithrepro(argv[1:])
+    return subprocess.call(argv)
+
+
+@contextlib.contextmanager
+def _environ(changes: dict):
+    old = {k: os.environ.get(k) for k in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def _cwd(path: str):
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def patch_dvc() -> None:
+    """DVC runs a stage whose commands are all arithrepro's in this process (the environment
+    DVC gives a stage's command, and its working directory, set around it)."""
+    import dvc.stage.run as stage_run
+    from dvc.env import DVC_ROOT, DVC_STAGE
+    from dvc.stage.exceptions import StageCmdFailedError
+
+    plain = stage_run.cmd_run
+
+    def cmd_run(stage, dry=False, run_env=None):
+        commands = stage_run._enforce_cmd_list(stage.cmd)
+        if not all(shlex.split(c)[:1] == ["arithrepro"] for c in commands):
+            return plain(stage, dry=dry, run_env=run_env)
+        stage_run.logger.info("Running stage '%s':", stage.addressing)
+        env = {DVC_ROOT: stage.repo.root_dir, **(run_env or {}), DVC_STAGE: stage.addressing}
+        for cmd in commands:
+            stage_run.display_command(cmd)
+            if dry:
+                continue
+            sys.stdout.flush()
+            with _environ(env), _cwd(stage.wdir), _logging_kept():
+                code = run_arithrepro(shlex.split(cmd)[1:])
+            _flush()
+            if code:
+                raise StageCmdFailedError(cmd, code)
+
+    stage_run.cmd_run = cmd_run
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+@contextlib.contextmanager
+def _output_to(log: str | None):
+    """fds 1 and 2 (and so sys.stdout, sys.stderr and subprocesses) to `log` meanwhile."""
+    if not log:
+        yield
+        return
+    _flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        _flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
+def run_job(argv: list[list[str]], log: str | None) -> int:
+    with _output_to(log):
+        for command in argv:
+            if log:
+                print("$ " + shlex.join(command), flush=True)
+            code = run_argv(command)
+            _flush()
+            if code:
+                return code
+    return 0
+
+
+def main() -> None:
+    replies = os.fdopen(int(sys.argv[1]), "w", buffering=1)
+    patch_dvc()
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            code = run_job(request["argv"], request.get("log"))
+        except Exception:  # noqa: BLE001 - one job's failure is its status, not the worker's end
+            traceback.print_exc()
+            code = 1
+        replies.write(json.dumps({"code": code}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
