@@ -96,13 +96,15 @@ def modular_inputs(root: Path, seeds) -> tuple[pd.DataFrame, Path]:
     for model, when in (("gpt-sin", 600), ("lstm-std", 1200)):
         for seed in seeds:
             rows.append({"task": "modular", "model": model, "size": "sanity", "seed": seed,
-                         "p": 97, "r_train": 0.5, "steps": 2000})
+                         "p": 97, "r_train": 0.5, "steps": 2000, "lr": 1e-3, "beta2": 0.98,
+                         "weight_decay": 1.0})
             shift = when + 150 * _jitter(seed, model)
             val_acc = 1 / (1 + np.exp(-(steps - shift) / 80))
             train_acc = 1 / (1 + np.exp(-(steps - 200) / 60))
             pd.DataFrame({"step": steps, "train_loss": 4.6 * (1 - train_acc) + 1e-3,
                           "val_loss": 4.6 * (1 - val_acc) + 2e-3 + 0.5 * np.exp(-((steps - 300) / 300) ** 2),
-                          "train_acc": train_acc, "val_acc": val_acc}).to_csv(
+                          "train_acc": train_acc, "val_acc": val_acc, "train_margin": 6 * train_acc,
+                          "head_norm": 9 + train_acc, "update_norm": 0.1 + 0 * steps}).to_csv(
                 out / "curves" / "sanity" / f"{model}-sanity-{seed}.csv", index=False)
     return pd.DataFrame(rows), out
 

@@ -106,11 +106,35 @@ def test_loss_is_the_per_sample_mean_and_accuracy_needs_every_token():
     for i in range(3):
         logits[i, 4, y[i, 4]] = 5.0        # r right for all three
         logits[i, 5, v.eos] = 5.0 if i != 1 else -5.0  # EOS wrong for the second
-    loss, correct = score(Fixed(logits), x, y, mask, outputs_from=4)
+    loss, correct, margin = score(Fixed(logits), x, y, mask, outputs_from=4)
     assert correct.tolist() == [True, False, True]
     lp = torch.log_softmax(logits, -1)
     expected = [-(lp[i, 4, y[i, 4]] + lp[i, 5, y[i, 5]]) / 2 for i in range(3)]
     assert torch.allclose(loss, torch.stack(expected), atol=1e-6)
+    # the true logit minus the best other, averaged over r and EOS: (5 + 5) / 2, and
+    # (5 + (-5 - 0)) / 2 for the second, whose EOS logit lies below the zeros
+    assert margin.tolist() == [5.0, 0.0, 5.0]
+
+
+def test_the_evaluation_measures_norms_and_the_weights_movement():
+    """head_norm is the output layer's weight norm, update_norm how far every weight moved
+    since the previous evaluation (NaN at the first)."""
+    import math
+
+    from arithrepro.models.registry import build_model
+    from arithrepro.tasks.modular import TASK
+
+    c = {"p": 5, "orders": [2], "operator": "+", "r_train": 0.5}
+    data = TASK.data(c, 0, "cpu")
+    net = build_model("gpt-sin", {"d_model": 8, "layers": 1, "heads": 2}, dropout=0.0,
+                      **TASK.dims(c))
+    first = data.evaluate(net)
+    assert math.isnan(first["update_norm"]) and first["head_norm"] == float(net.head.weight.detach().norm())
+    with torch.no_grad():
+        net.head.bias.add_(3.0)   # 5 entries, each moved by 3
+    second = data.evaluate(net)
+    assert second["update_norm"] == pytest.approx(3.0 * math.sqrt(net.head.bias.numel()))
+    assert second["train_margin"] == pytest.approx(first["train_margin"], abs=1e-5)  # a shift of every logit
 
 
 def test_curve_metrics_first_step_at_the_best_value_and_budgets():

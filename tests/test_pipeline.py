@@ -17,7 +17,7 @@ from tests.workspace import FirstRun, ran_stages, sh
 
 TIMING = {"train_seconds", "tokens_per_s", "eval_seconds", "s_per_step"}
 FIGURES = ["accuracy_vs_params", "accuracy_vs_length", "val_loss_vs_params", "length_distribution"]
-MODULAR_FIGURES = ["sanity_curves", "data_curves", "data_metrics", "orders_curves", "size_curves",
+MODULAR_FIGURES = ["sanity_curves", "sanity_dynamics", "data_curves", "data_metrics", "orders_curves", "size_curves",
                    "size_metrics", "size_params", "compute_curves", "compute_metrics", "compute_budgets",
                    "regularization_curves", "regularization_metrics"]
 CHARLM_MODELS = ["rnn", "multi-rnn", "gru", "transformer-1", "transformer-8"]

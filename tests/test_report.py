@@ -353,7 +353,7 @@ MODULAR_SWEEPS = {  # study: ({key: values}, what each cell's name shows)
     "regularization": ({"weight_decay": [0.25, 1.0]}, "wd{weight_decay}"),
 }
 MODULAR_BASE = {"p": 31, "r_train": 0.5, "layers": 2, "d_model": 128, "batch_size": 512,
-                "weight_decay": 1.0, "steps": 2000}
+                "weight_decay": 1.0, "steps": 2000, "lr": 1e-3, "beta2": 0.999}
 
 
 def _modular_curve(model: str, cfg: dict, seed: int) -> pd.DataFrame:
@@ -377,7 +377,10 @@ def _modular_curve(model: str, cfg: dict, seed: int) -> pd.DataFrame:
                          "val_loss": 4.6 * (1 - val) + 2e-2 + 0.3 * np.exp(-((steps - 400) / 300) ** 2)
                          + 0.05 * np.clip((steps - when - 600) / 1000, 0, 1),
                          "train_acc": train_acc, "val_acc": val_acc,
-                         "param_norm": 40 + 30 * np.exp(-steps * cfg["weight_decay"] / 600) + jitter / 20})
+                         "param_norm": 40 + 30 * np.exp(-steps * cfg["weight_decay"] / 600) + jitter / 20,
+                         "train_margin": 8 * train - 2, "head_norm": 10 + 5 * train,
+                         # nothing to compare the first evaluation with
+                         "update_norm": np.where(steps == 0, np.nan, 0.5 * np.exp(-steps / 500) + 0.01)})
 
 
 def modular_inputs(root: Path, seeds=(0, 42)) -> tuple[pd.DataFrame, Path]:
@@ -468,7 +471,7 @@ def test_modular_renders_every_study_figure(modular, monkeypatch):
     written = modular_figures.render_modular(rows, None, None, out)
     names = sorted(p.name for p in written)
     assert names == sorted(saved) == sorted([
-        "sanity_curves.png", "data_curves.png", "data_metrics.png", "compute_curves.png",
+        "sanity_curves.png", "sanity_dynamics.png", "data_curves.png", "data_metrics.png", "compute_curves.png",
         "compute_metrics.png", "compute_budgets.png", "regularization_curves.png",
         "regularization_metrics.png", "size_curves.png", "size_metrics.png", "size_params.png"])
     declared = {Path(p).name for p in figures.FIGURES["modular"].writes}

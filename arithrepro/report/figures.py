@@ -44,11 +44,11 @@ FIGURES = {
     "modular": Figures(render_modular,
                        tuple(f"plots/modular/curves/{s}" for s in
                              ("sanity", "data", "orders", "size", "compute", "regularization")),
-                       _modular("sanity_curves", "data_curves", "data_metrics", "orders_curves",
+                       _modular("sanity_curves", "sanity_dynamics", "data_curves", "data_metrics", "orders_curves",
                                 "size_curves", "size_metrics", "size_params", "compute_curves",
                                 "compute_metrics", "compute_budgets", "regularization_curves",
                                 "regularization_metrics"),
-                       _modular("sanity_curves", "data_metrics")),
+                       _modular("sanity_curves", "sanity_dynamics", "data_metrics")),
     "charlm": Figures(render_charlm, ("runs/charlm",), ("plots/charlm/loss_curves.png",),
                       ("plots/charlm/loss_curves.png",)),
 }

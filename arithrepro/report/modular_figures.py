@@ -168,6 +168,44 @@ def sanity(plt, rows: pd.DataFrame, curve_dir: Path):
     return fig
 
 
+DYNAMICS = (("train_acc", "training accuracy", False),
+            ("train_loss", "training loss\n(log scale)", True),
+            ("train_margin", "logit margin\n(true − best other)", False),
+            ("head_norm", "output layer's\nweight norm", False),
+            ("update_norm", "‖Δθ‖ since the last\nevaluation (log scale)", True))
+
+
+def sanity_dynamics(plt, rows: pd.DataFrame, curve_dir: Path):
+    """A column per model, a line per seed (no mean: a collapse is one seed's, and averaging
+    hides it), a row per quantity that explains one: accuracy and loss on the training set,
+    the logits' margin, the output layer's norm and how far the weights moved between
+    evaluations (docs/modular.md)."""
+    groups = list(rows.groupby(["model", "size"], sort=False))
+    fig, axes = plt.subplots(len(DYNAMICS), len(groups), figsize=(5.5 * len(groups), 11),
+                             sharex=True, squeeze=False)
+    for col, ((model, label), g) in enumerate(groups):
+        names = [f"{model}-{label}-{int(seed)}" for seed in g["seed"]]
+        for i, name in enumerate(names):
+            curve = read_csv(curve_dir / f"{name}.csv", {"step", *(k for k, _, _ in DYNAMICS)},
+                             f"train --task modular {name}")
+            for row, (key, _, _) in enumerate(DYNAMICS):
+                axes[row, col].plot(curve["step"], curve[key], linewidth=0.9,
+                                    color=f"C{i % 10}", label=f"seed {name.rsplit('-', 1)[1]}")
+        axes[0, col].set_title(_name(model))
+        for row, (_, ylabel, log) in enumerate(DYNAMICS):
+            ax = axes[row, col]
+            if log:
+                ax.set_yscale("log")
+            if col == 0:
+                ax.set_ylabel(ylabel)
+        axes[-1, col].set_xlabel("step")
+        axes[0, col].legend(loc="lower right", fontsize="small")
+    first = rows.iloc[0]
+    fig.suptitle(f"modular sanity, each seed: what happens around a collapse (AdamW lr "
+                 f"{first['lr']:g}, β2 {first['beta2']:g}, weight decay {first['weight_decay']:g})")
+    return fig
+
+
 def swept_curves(plt, rows: pd.DataFrame, curve_dir: Path, key: str, log2: bool, study: str,
                  norm: bool = False):
     """A row per model: loss, accuracy (and parameter norm), one colour per swept value, each
@@ -405,6 +443,7 @@ def render_modular(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_di
         rows = study_rows(summary, "sanity")
         if len(rows):
             keep(sanity(plt, rows, curve_dir / "sanity"), "sanity_curves")
+            keep(sanity_dynamics(plt, rows, curve_dir / "sanity"), "sanity_dynamics")
         for study, key, log2 in (("data", "r_train", False), ("compute", "batch_size", True),
                                  ("regularization", "weight_decay", False)):
             rows = study_rows(summary, study)

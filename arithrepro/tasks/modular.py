@@ -137,21 +137,27 @@ def first_scored(mask) -> int:
 
 
 def score(model, x, y, mask, outputs_from: int, batch_size: int = 4096):
-    """Per-sample right-hand-side loss and correctness (two tensors of len(x)), in batches of
-    whole tensors: no loop over samples."""
+    """Per-sample right-hand-side loss, correctness and logit margin (three tensors of len(x)),
+    in batches of whole tensors: no loop over samples. The margin is the true class's logit
+    minus the largest other one, averaged over the scored positions: how far the softmax is
+    from a tie, the scale a cross-entropy keeps pushing up once every answer is right."""
     import torch
     import torch.nn.functional as F
 
-    losses, correct = [], []
+    losses, correct, margins = [], [], []
     with torch.no_grad():
         for i in range(0, len(x), batch_size):
             xb, yb, mb = (t[i:i + batch_size] for t in (x, y, mask))
             logits = model(xb, outputs_from=outputs_from)
             yb, mb = yb[:, outputs_from:], mb[:, outputs_from:]
             nll = F.cross_entropy(logits.transpose(1, 2), yb, reduction="none")
-            losses.append((nll * mb).sum(1) / mb.sum(1))
+            n = mb.sum(1)
+            losses.append((nll * mb).sum(1) / n)
             correct.append(((logits.argmax(-1) == yb) | ~mb).all(1))
-    return torch.cat(losses), torch.cat(correct)
+            true = logits.gather(-1, yb.unsqueeze(-1)).squeeze(-1)
+            other = logits.scatter(-1, yb.unsqueeze(-1), float("-inf")).amax(-1)
+            margins.append(((true - other) * mb).sum(1) / n)
+    return torch.cat(losses), torch.cat(correct), torch.cat(margins)
 
 
 @dataclass(frozen=True)
@@ -177,18 +183,30 @@ class Data:
                        for name, idx in zip(("train", "val"), parts)}
 
     def evaluate(self, model) -> dict:
+        """Both sets' loss and accuracy; then what explains a collapse (docs/modular.md): the
+        training set's mean logit margin, the norms of all weights and of the output layer's,
+        and how far the weights moved since the previous evaluation (`update_norm`, the
+        optimizer's steps in between summed as vectors; NaN at the first)."""
         import torch
 
         out = {}
         for name, s in self.splits.items():
-            loss, correct = score(model, s.x, s.y, s.mask, self.outputs_from)
+            loss, correct, margin = score(model, s.x, s.y, s.mask, self.outputs_from)
             out[f"{name}_loss"], out[f"{name}_acc"] = _mean(loss), _mean(correct)
+            if name == "train":
+                out["train_margin"] = _mean(margin)
             if len(self.orders) > 1:
                 for k in self.orders:
                     sel = s.order == k
                     out[f"o{k}_{name}_loss"], out[f"o{k}_{name}_acc"] = _mean(loss[sel]), _mean(correct[sel])
         with torch.no_grad():
-            out["param_norm"] = float(torch.sqrt(sum(p.pow(2).sum() for p in model.parameters())))
+            weights = [p.detach().clone() for p in model.parameters()]
+            out["param_norm"] = float(torch.sqrt(sum(w.pow(2).sum() for w in weights)))
+            out["head_norm"] = float(model.head.weight.norm())
+            last = getattr(self, "_last_weights", None)
+            out["update_norm"] = (float(torch.sqrt(sum((w - v).pow(2).sum() for w, v in zip(weights, last))))
+                                  if last is not None else float("nan"))
+            self._last_weights = weights
         return out
 
 
