@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from arithrepro.cpu import schema as cpu_schema
 from arithrepro.device import DEVICES, PRECISIONS, resolve_device, resolve_precision
 from arithrepro.models.registry import MODELS
 from arithrepro.params_reads import peek, recording
@@ -53,6 +54,7 @@ def schema() -> dict:
         "precision": choice(*PRECISIONS),
         "compile": _compile_setting,
         "graphs": boolean,
+        "cpu": cpu_schema(),
         "models": {
             name: {
                 "lr": number(0, lo_open=True),

@@ -70,7 +70,7 @@ def train_stage(name: str, spec: RunSpec, matrix: dict, params: list, deps: list
     live = f"{run}/live"
     return Stage(
         name, "train", spec.task, args=f"--task {spec.task} {spec.name}", matrix=matrix,
-        params=["device", "precision", "compile", "graphs", *params],
+        params=["device", "precision", "compile", "graphs", "cpu", *params],
         outs=[f"{run}/model.pt", f"{run}/train.json", f"{live}/metrics.json",
               f"{live}/params.yaml", *outs],
         plots=[{f"{live}/plots/metrics/{series}": dict(spec_)} for series, spec_ in LIVE_PLOTS],

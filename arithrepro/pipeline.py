@@ -44,7 +44,7 @@ def grid_stages(task) -> list[Stage]:
                             f"{model}.sizes.{item('size')}"]),
         Stage(f"evaluate-{t}", "evaluate", t, matrix=axes,
               args=f"--task {t} --model {item('model')} --size {item('size')} --seed {item('seed')}",
-              params=["device", f"{t}.data", f"{t}.eval"],
+              params=["device", "cpu", f"{t}.data", f"{t}.eval"],
               outs=[str(run.record), f"plots/{t}/eval/{run.name}.csv"],
               deps=[f"data/{t}", f"{run.dir}/model.pt", f"{run.dir}/train.json"]),
     ]

@@ -106,10 +106,9 @@ def cpu_model() -> str | None:
 @functools.lru_cache(maxsize=None)
 def cpu_capability() -> str | None:
     """The vector instruction set torch's CPU kernels dispatch to (DEFAULT, AVX2, AVX512, ...)."""
-    import torch
+    from arithrepro.cpu import capability
 
-    get = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
-    return get() if get else None
+    return capability()
 
 
 def accelerator(device: str) -> dict:

@@ -212,7 +212,7 @@ class _Chain:
 
 
 def reproduce(jobs_wanted: int | None, together: bool, targets: tuple[str, ...] = (),
-              echo=print, workers_in_process: bool = True) -> int:
+              echo=print, workers_in_process: bool = True, cpu: dict | None = None) -> int:
     """Plan from DVC's graph and status, run, and return the exit status. `targets`: those
     stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline."""
     import networkx as nx
@@ -237,15 +237,20 @@ def reproduce(jobs_wanted: int | None, together: bool, targets: tuple[str, ...] 
         pending = set(repo.status())
         cmds = {s.addressing: s.cmd if isinstance(s.cmd, str) else "" for s in stages}
     cores = sorted(os.sched_getaffinity(0))
-    workers = jobs_wanted or len(cores)
-    threads = max(1, len(cores) // workers)
+    cpu = cpu or {"capability": "native", "threads": "auto"}
+    fixed = cpu["threads"] if cpu["threads"] != "auto" else None   # the params' thread count
+    workers = jobs_wanted or (max(1, len(cores) // fixed) if fixed else len(cores))
+    threads = fixed or max(1, len(cores) // workers)
     jobs = order_jobs(names, upstream, pending, cmds if together else None)
     if not jobs:
         echo("Data and pipelines are up to date.")
         return 0
     echo(f"{len(jobs)} of {len(names)} stages to run, {min(workers, len(jobs))} at a time with "
          f"{threads} thread{'s' if threads > 1 else ''} each")
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    from arithrepro.cpu import env_for
+
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           **env_for(cpu)}
     if workers > 1:
         LOGS.mkdir(parents=True, exist_ok=True)
 
@@ -255,7 +260,7 @@ def reproduce(jobs_wanted: int | None, together: bool, targets: tuple[str, ...] 
         """Each slot on cores of its own (torch sizes its pool to them), when they go round."""
         log = _log(job.stages[0]) if workers > 1 else None
         mine = cores[slot * threads:(slot + 1) * threads]
-        mine = mine if 1 < workers <= len(cores) else None
+        mine = mine if 1 < workers and workers * threads <= len(cores) else None
         if not workers_in_process:
             return _Chain(job, env, log, mine)
         if slot not in pool or not pool[slot].alive():

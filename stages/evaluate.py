@@ -17,7 +17,7 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     decodes the digits x digits grid at each inference recurrence count; looped classifies
     every position at each evaluation length.
 
-    Reads params: device, <task>.{eval,data};
+    Reads params: device, cpu, <task>.{eval,data};
     runs/<task>/<cell>/{model.pt,train.json}; data/<task>/.
     Writes metrics/<task>/runs/<cell>.json (the run's record: params, accuracies,
     best_val_loss, train_seconds, ...) and plots/<task>/eval/<cell>.csv.
@@ -27,13 +27,14 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     import pandas as pd
     from tqdm import tqdm
 
-    from arithrepro import config
+    from arithrepro import config, cpu
     from arithrepro.io import read_json, write_frame, write_json
     from arithrepro.models.registry import load_model
     from arithrepro.provenance import provenance
     from arithrepro.tasks.registry import TASKS
 
     params = config.load(params_path)
+    cpu.apply(params["cpu"])
     c = config.cell(params, task, model, size, seed)
     t = TASKS[task]
     run_dir = paths.run(task, c.name)

@@ -36,12 +36,12 @@ def repro(params_path: str, jobs: int | None, together: bool, process_per_stage:
 
     from pathlib import Path
 
-    if (jobs is None and Path(params_path).exists()
-            and config.resolve_device(config.load(params_path)["device"]) != "cpu"):
+    params = config.load(params_path) if Path(params_path).exists() else None
+    if jobs is None and params and config.resolve_device(params["device"]) != "cpu":
         jobs = 1
     try:
-        code = reproduce(jobs, together, targets,
-                         workers_in_process=not process_per_stage)
+        code = reproduce(jobs, together, targets, workers_in_process=not process_per_stage,
+                         cpu=params["cpu"] if params else None)
     except DvcException as err:   # a broken dvc.yaml, a held lock: DVC's own one line
         raise ValueError(f"dvc: {err}") from None
     sys.exit(code)

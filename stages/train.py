@@ -19,7 +19,7 @@ def train(params_path: str, task: str, names: tuple[str, ...]) -> None:
     seed alone train together as one ensemble (arithrepro/ensemble.py), each written as if it
     had trained alone; their shared checkpoint is the first run's checkpoint-together.pt.
 
-    Reads params: device, precision, compile, graphs and what the task reads of the run (dvc.yaml's
+    Reads params: device, precision, compile, graphs, cpu and what the task reads of the run (dvc.yaml's
     train-<task> stages list the keys exactly), and data/<task>/.
     Writes runs/<task>/[<study>/]<run>/{model.pt,train.json} and, while the run goes on, its
     live/ folder (dvclive: train/loss and train/lr per step, val/* at every validation, the
@@ -31,11 +31,12 @@ def train(params_path: str, task: str, names: tuple[str, ...]) -> None:
     """
     import torch
 
-    from arithrepro import config, runner, runs
+    from arithrepro import config, cpu, runner, runs
     from arithrepro.params_reads import unrecorded
     from arithrepro.tasks.registry import TASKS
 
     params = config.load(params_path)
+    cpu.apply(params["cpu"])
     if task not in TASKS:
         raise config.ParamsError(f"--task = {task!r}: expected one of {', '.join(TASKS)}")
     t = TASKS[task]

@@ -36,7 +36,7 @@ def test_params_yaml_is_conf_composed(tmp_path):
 def test_each_profile_composes_its_own_values_only(tmp_path, profile):
     params = composed(tmp_path, f"profile={profile}")
     assert params["profile"] == profile and "profiles" not in params
-    assert set(params) == {"profile", "device", "precision", "compile", "graphs", "models", "expr",
+    assert set(params) == {"profile", "device", "precision", "compile", "graphs", "cpu", "models", "expr",
                            "abacus", "looped", "modular", "charlm"}
     assert params == config.compose([f"profile={profile}"], ROOT / "conf")
 
