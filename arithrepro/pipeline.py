@@ -78,7 +78,8 @@ def stages() -> list[tuple[str, list[Stage]]]:
               metrics=["metrics/headline.json"],
               deps=[d for t in TASKS.values() for d in t.record_dirs]),
         # git-tracked, so that a web view of the repository shows the results
-        Stage("results", "results", None, params=["profile", *run_keys],
+        Stage("results", "results", None,
+              params=["profile", *run_keys, *(f"{n}.{k}" for n, t in TASKS.items() for k in t.findings_reads)],
               outs=[{path: {"cache": False}} for path in
                     ("docs/results.md", "docs/results.json", "docs/results")],
               deps=[*(d for t in TASKS.values() for d in t.record_dirs),

@@ -22,7 +22,8 @@ def results(params_path: str, readme: bool) -> None:
 
     Reads the record of every run the params ask for (params: each task's lists that name its
     runs, and `profile`), their training provenance, and the figures each task shows first
-    (report/figures.py: `shown`). Writes docs/results.md, docs/results.json and small copies of
+    (report/figures.py: `shown`); checks each task's findings on the records
+    (arithrepro/findings.py). Writes docs/results.md, docs/results.json and small copies of
     those figures in docs/results/, git-tracked (DVC does not cache them). With --readme, reads
     docs/results.json and rewrites README.md's results block, nothing else.
     """
@@ -37,6 +38,7 @@ def results(params_path: str, readme: bool) -> None:
     import shutil
 
     from arithrepro import config
+    from arithrepro.findings import verdicts
     from arithrepro.report.figures import FIGURES
     from arithrepro.report.tables import wanted_runs
     from arithrepro.tasks.registry import TASKS
@@ -45,8 +47,9 @@ def results(params_path: str, readme: bool) -> None:
     df = wanted_runs(params, list(TASKS))
     origins = [(read_json(spec.record).get("provenance") or {}).get("train", {})
                for t in TASKS.values() for spec in t.runs(params)]
+    findings = {n: verdicts(t.findings, df[df["task"] == n], params) for n, t in TASKS.items()}
     data = collect(df, {n: (t.headline, t.headline_sizes) for n, t in TASKS.items()}, origins,
-                   params["profile"])
+                   params["profile"], findings)
     shutil.rmtree(DOCS / "results", ignore_errors=True)   # figures of tasks no longer shown go
     figures = {}
     for name in TASKS:

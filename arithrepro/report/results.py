@@ -21,11 +21,12 @@ README_END = "<!-- /results -->"
 THUMBNAIL_WIDTH = 900   # pixels: a figure as a repository's web view shows it
 
 
-def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str) -> dict:
+def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
+            findings: dict | None = None) -> dict:
     """docs/results.json: {profile, runs, origin: {...}, seconds: {...}, tasks: {task: {metrics,
-    cells: [{model, size, n, <metric>: {mean, std}}]}}}. `df`: one row per run (report/tables'
-    collect_runs); `headline`: {task: (metrics, sizes pattern)}; `origins`: each record's
-    training provenance."""
+    cells: [{model, size, n, <metric>: {mean, std}}], findings: [...]}}}. `df`: one row per run
+    (report/tables' collect_runs); `headline`: {task: (metrics, sizes pattern)}; `origins`: each
+    record's training provenance; `findings`: {task: its verdicts (arithrepro/findings.py)}."""
     import re
 
     tasks = {}
@@ -42,7 +43,8 @@ def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str)
                     entry[m] = {"mean": statistics.fmean(values),
                                 "std": statistics.stdev(values) if len(values) > 1 else None}
             out.append(entry)
-        tasks[task] = {"metrics": list(metrics), "cells": out}
+        tasks[task] = {"metrics": list(metrics), "cells": out,
+                       "findings": (findings or {}).get(task, [])}
     return {"profile": profile, "runs": int(len(df)), "origin": _origin(origins),
             "seconds": {k: float(df[k].sum()) for k in ("train_seconds", "eval_seconds")
                         if k in df},
@@ -93,9 +95,23 @@ def page(data: dict, figures: dict) -> str:
             lines.append("| " + " | ".join([c["model"], c["size"], str(c["n"]),
                                             *(_stat(m, c.get(m)) for m in t["metrics"])]) + " |")
         lines.append("")
+        lines += findings_table(t.get("findings", []))
         for name in figures.get(task, []):
             lines += [f"![{task}: {Path(name).stem}](results/{name})", ""]
     return "\n".join(lines)
+
+
+HOLDS = {True: "yes", False: "**no**", None: "–"}
+
+
+def findings_table(findings: list[dict]) -> list[str]:
+    """A task's findings as lines of a table: claim, target, holds, what it rests on."""
+    if not findings:
+        return []
+    lines = ["| finding | target | holds | measured |", "|---|---|---|---|"]
+    for f in findings:
+        lines.append(f"| {f['claim']} | {f['target']} | {HOLDS[f['holds']]} | {f['measured']} |")
+    return [*lines, ""]
 
 
 def readme_block(data: dict) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from arithrepro.findings import Finding
 from arithrepro.models.registry import MODELS
 from arithrepro.schema import ParamsError, boolean, integer, list_of
 from arithrepro.tasks.base import StreamTask
@@ -111,6 +112,32 @@ def text_to_digits(text, width: int):
 
 # --- the task ----------------------------------------------------------------------------------
 
+# --- findings (arithrepro/findings.py; docs/abacus.md repeats them) ----------------------------
+
+def _learned(rows, params):
+    from arithrepro.findings import Verdict, cells, fewest, mean, pct, values
+
+    accs = {s: values(rows, "id_acc", model=m, size=s) for m, s in cells(rows)}
+    return Verdict(all(mean(a) >= 0.95 for a in accs.values()),
+                   "; ".join(f"{s}: {pct(a)}" for s, a in accs.items()), fewest(rows))
+
+
+def _carries(rows, params):
+    from arithrepro.findings import Verdict, cells, fewest, mean, pct, values
+
+    accs = {s: values(rows, "ood_acc", model=m, size=s) for m, s in cells(rows)}
+    holds = all(mean(a) >= 0.60 and min(a) >= 0.40 for a in accs.values())
+    return Verdict(holds, "; ".join(f"{s}: {pct(a)}, lowest seed {100 * min(a):.1f} %"
+                                    for s, a in accs.items()), fewest(rows))
+
+
+FINDINGS = (
+    Finding("the training range is learned", "accuracy within the training length ≥ 95 %", _learned),
+    Finding("addition carries past the training length",
+            "accuracy beyond the training length ≥ 60 % on average over the seeds, ≥ 40 % in every seed",
+            _carries),
+)
+
 class AbacusTask(StreamTask):
     name = "abacus"
     decodes = True
@@ -120,6 +147,7 @@ class AbacusTask(StreamTask):
     model_kind = "abacus-lm"
     precision = "mixed"
     title = "Abacus embeddings and depth for addition beyond the training length"
+    findings = FINDINGS
     train_blocks = ("data", "model", "train")
     plots = ({"plots/abacus/eval": {"x": "n1", "y": "n2",
                                     "template": "conf/plot_templates/digit_grid.json",

@@ -27,6 +27,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from arithrepro.findings import Finding
 from arithrepro.models.registry import MODELS, build_model
 from arithrepro.runs import Built, Placement, RunSpec
 from arithrepro.schema import (ParamsError, check_schema, choice, fail, integer, list_of,
@@ -326,9 +327,36 @@ def _schedules(key: str, value) -> None:
         check_schema({"seq_length": integer(1), "steps": integer(1)}, sched, f"{key}.{name}")
 
 
+# --- findings (arithrepro/findings.py; docs/charlm.md repeats them) ----------------------------
+
+def _gru_beats_rnn(rows, params):
+    from arithrepro.findings import Verdict, mean, missing, std, values
+
+    parts, holds, n = [], True, []
+    for schedule in dict.fromkeys(rows["size"]):
+        gru, rnn = (values(rows, "final_val_loss", model=m, size=schedule) for m in ("gru", "rnn"))
+        if not gru or not rnn:
+            continue
+        gap, spread = mean(rnn) - mean(gru), std(rnn) + std(gru)
+        holds &= gap > spread
+        n += [len(gru), len(rnn)]
+        parts.append(f"{schedule}: RNN {mean(rnn):.3f} − GRU {mean(gru):.3f} = {gap:.3f} "
+                     f"against a spread of {spread:.3f}")
+    if not parts:
+        return missing("the GRU and the RNN on one schedule")
+    return Verdict(holds, "; ".join(parts), min(n))
+
+
+FINDINGS = (
+    Finding("the GRU models the text better than the Elman RNN",
+            "a lower final validation loss than the RNN's, by more than the spread over seeds",
+            _gru_beats_rnn),
+)
+
 class CharLMTask(Task):
     name = "charlm"
     headline = ("final_bpc",)
+    findings = FINDINGS
     decodes = True
     own_models = OWN_MODELS
     needs_cost = True   # the compute table prices every model by its formula

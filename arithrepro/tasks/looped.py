@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from arithrepro.findings import Finding
 from arithrepro.schema import ParamsError, choice, integer, list_of
 from arithrepro.tasks.base import StreamTask
 
@@ -42,10 +43,53 @@ def pairs_and_targets(a, b, base: int, carry_position: bool):
     return torch.stack([a, b], dim=2), out
 
 
+# --- findings (arithrepro/findings.py; docs/looped.md repeats them) ----------------------------
+
+def _beyond(params) -> list[int]:
+    d = params["looped"]["data"]
+    return sorted(n for n in d["eval_digits"] if n > d["train_digits"])
+
+
+def _beats(rows, params):
+    from arithrepro.findings import Verdict, fewest, missing
+
+    looped, standard = (rows[rows["model"] == m].set_index("seed") for m in ("looped", "standard"))
+    seeds = sorted(set(looped.index) & set(standard.index))
+    if not seeds:
+        return missing("both encoders with one seed")
+    margins = [(float(looped.at[s, f"acc_len{n}"]) - float(standard.at[s, f"acc_len{n}"]), s, n)
+               for s in seeds for n in _beyond(params)]
+    worst = min(margins)
+    wins = sum(m > 0 for m, _, _ in margins)
+    return Verdict(wins == len(margins),
+                   f"{wins} of {len(margins)} (seed, length) pairs; the smallest lead "
+                   f"{100 * worst[0]:+.1f} points (seed {worst[1]}, {worst[2]} digits)", fewest(rows))
+
+
+def _carries(rows, params):
+    from arithrepro.findings import Verdict, missing, pct, values
+
+    first = _beyond(params)[0]
+    accs = values(rows, f"acc_len{first}", model="looped")
+    if not accs:
+        return missing("the looped encoder")
+    return Verdict(min(accs) >= 0.80, f"{first} digits: {pct(accs)}, lowest seed "
+                                      f"{100 * min(accs):.1f} %", len(accs))
+
+
+FINDINGS = (
+    Finding("the looped encoder beats the standard one past the training length",
+            "higher exact match at every length past training, in every seed", _beats),
+    Finding("the looped encoder carries addition past the training length",
+            "≥ 80 % exact match at the first length past training (12 digits), in every seed", _carries),
+)
+
 class LoopedTask(StreamTask):
     name = "looped"
     model_kind = "classifier"
     title = "a looped vs a standard transformer on addition by length"
+    findings = FINDINGS
+    findings_reads = ("data.train_digits", "data.eval_digits")
     plots = ({"plots/looped/eval": {"x": "digits", "y": ["accuracy", "digit_acc"],
                                     "x_label": "digits per operand",
                                     "y_label": "accuracy (exact match, per digit)"}},)
