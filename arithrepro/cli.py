@@ -26,6 +26,7 @@ COMMANDS = {
     "compose-params": ("compose_params", "compose_params"),   # not a stage: conf/ -> params.yaml
     "pipeline": ("pipeline", "pipeline"),   # not a stage: the registries -> dvc.yaml
     "repro": ("repro", "repro"),            # not a stage: dvc repro, stages side by side
+    "crosscheck": ("crosscheck", "crosscheck"),   # not a stage: the findings on another CPU setting
 }
 
 

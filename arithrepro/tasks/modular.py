@@ -365,12 +365,15 @@ def _sanity(rows, params):
         return missing("the sanity study")
     parts, holds = [], True
     for model, g in rows.groupby("model", sort=False):
+        fell = g.reindex(columns=["val_fallback"])["val_fallback"]   # absent: never reached 0.99
         ok = ((g["val_acc"] >= 0.99) & (g["dt_acc_steps"] > 0) & (g["train_acc_last"] >= 0.99)
-              & (g["val_fallback"].fillna(1.0) <= 0.2))
+              & (fell.fillna(1.0) <= 0.2))
         holds &= bool(ok.all())
+        deepest = (f"deepest fall after 0.99 {fell.max():.2f}" if fell.notna().any()
+                   else "A_val never reached 0.99")
         parts.append(f"{model}: {int(ok.sum())} of {len(g)} seeds (A_val from "
                      f"{g['val_acc'].min():.3f}, Δt(A) from {int(g['dt_acc_steps'].min())} steps, "
-                     f"deepest fall after 0.99 {g['val_fallback'].max():.2f})")
+                     f"{deepest})")
     return Verdict(holds, "; ".join(parts), fewest(rows))
 
 
@@ -584,8 +587,11 @@ class ModularTask(Task):
                    for r in curve]
             out.update({k: v for k, v in curve_metrics(sub, prefix=f"o{order}_").items()
                         if not k.startswith(f"o{order}_dt_")})
-        out.update(train_acc_last=curve[-1]["train_acc"], val_acc_last=curve[-1]["val_acc"],
-                   train_fallback=fallback(curve, "train_acc"), val_fallback=fallback(curve, "val_acc"))
+        out.update(train_acc_last=curve[-1]["train_acc"], val_acc_last=curve[-1]["val_acc"])
+        for split in ("train", "val"):   # none where the accuracy never reached 0.99
+            fell = fallback(curve, f"{split}_acc")
+            if fell is not None:
+                out[f"{split}_fallback"] = fell
         out.update(param_norm=curve[-1]["param_norm"], train_seconds=result["train_seconds"],
                    s_per_step=result["train_seconds"] / max(result["steps"], 1))
         has_budgets = "budgets" in peek(params, "modular", "studies", spec.group)

@@ -1,0 +1,155 @@
+"""`arithrepro crosscheck`: the findings again, under another CPU capability and thread count.
+
+The workspace's params, with `cpu.capability` and `cpu.threads` set, run in a scratch copy of
+the workspace that shares its DVC cache: every cell the findings read trains and is scored
+there as an ordinary DVC cell (another cell than the workspace's, since its `cpu` params
+differ), so a second crosscheck of the same setting restores it from the run cache, and
+`dvc push` carries it like any other. Then each task's findings are checked on those records
+(arithrepro/findings.py) and written beside the workspace's own:
+
+- docs/crosscheck/<capability>-t<threads>.json: the setting, where it ran, each task's cells
+  (mean, std and n of its headline metrics) and findings;
+- docs/crosscheck.md: per task and finding, whether it holds and on what, a column per setting,
+  the workspace's own runs first (from its records, as the results page reads them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+DOCS = Path("docs")
+PAGE = DOCS / "crosscheck.md"
+FOLDER = DOCS / "crosscheck"
+
+
+def label(setting: dict) -> str:
+    return f"{setting['capability']}-t{setting['threads']}"
+
+
+@contextlib.contextmanager
+def _inside(path: Path):
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def scratch_copy(root: Path, dest: Path) -> Path:
+    """The workspace's files that git tracks or would (not ignored ones: no outputs), committed
+    in a fresh repository at `dest`, with the workspace's DVC cache as its cache."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=root, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = root / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "crosscheck", "GIT_AUTHOR_EMAIL": "crosscheck@localhost",
+           "GIT_COMMITTER_NAME": "crosscheck", "GIT_COMMITTER_EMAIL": "crosscheck@localhost"}
+    for argv in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "crosscheck"],
+                 ["dvc", "cache", "dir", "--local", str(root / ".dvc" / "cache")]):
+        subprocess.run(argv, cwd=dest, check=True, capture_output=True, env=env)
+    return dest
+
+
+def task_report(params: dict, tasks: list[str]) -> dict:
+    """{task: {cells, findings}} from the records the params name, in the working directory."""
+    from arithrepro.findings import verdicts
+    from arithrepro.report.results import collect
+    from arithrepro.report.tables import wanted_runs
+    from arithrepro.tasks.registry import TASKS
+
+    df = wanted_runs(params, tasks)
+    found = {n: verdicts(TASKS[n].findings, df[df["task"] == n], params) for n in tasks}
+    data = collect(df, {n: (TASKS[n].headline, TASKS[n].headline_sizes) for n in tasks}, [],
+                   params["profile"], found)
+    origin = {k: sorted({str(v) for v in df[k].dropna()}) for k in ("machine", "cpu_capability",
+                                                                       "threads") if k in df}
+    return {"origin": origin, "tasks": data["tasks"]}
+
+
+def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path | None,
+        keep: bool, echo=print) -> dict:
+    """Train and score the tasks' cells under `setting` in a scratch copy; return its report."""
+    base = Path(tempfile.mkdtemp(prefix="arithrepro-crosscheck-", dir=workdir))
+    scratch = base / "workspace"
+    scratch.mkdir()
+    try:
+        scratch_copy(root, scratch)
+        changed = {**params, "cpu": {"capability": setting["capability"], "threads": setting["threads"]}}
+        (scratch / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
+        targets = [f"report-{t}" for t in tasks]
+        echo(f"crosscheck {label(setting)}: {', '.join(tasks)} in {scratch}")
+        env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+        code = subprocess.call([sys.executable, "-m", "arithrepro.cli", "repro", *targets],
+                               cwd=scratch, env=env)
+        if code:
+            raise RuntimeError(f"crosscheck {label(setting)}: the runs failed (exit {code}); "
+                               f"the scratch copy stays, its logs in {scratch}/logs/repro")
+        with _inside(scratch):
+            report = task_report(changed, tasks)
+    except BaseException:
+        keep = True   # what failed stays to be read
+        raise
+    finally:
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
+    return {"setting": setting, **report}
+
+
+def page(own: dict, others: list[dict]) -> str:
+    """docs/crosscheck.md: per task, a row per finding, a column per setting."""
+    from arithrepro.report.results import HOLDS
+
+    columns = [("this workspace", own), *((label(o["setting"]), o) for o in others)]
+    lines = ["# Findings on other CPUs", "",
+             "Written by `arithrepro crosscheck` from the run records; edit nothing here. Each "
+             "column: the findings checked on runs of one setting of `cpu` (the vector unit "
+             "torch's kernels used, and the threads per run), every other param the same.", ""]
+    lines += ["| setting | ran on | capability | threads |", "|---|---|---|---|"]
+    for name, data in columns:
+        o = data["origin"]
+        lines.append(f"| {name} | {' / '.join(o.get('machine', [])) or '–'} | "
+                     f"{' / '.join(o.get('cpu_capability', [])) or '–'} | "
+                     f"{' / '.join(o.get('threads', [])) or '–'} |")
+    lines.append("")
+    tasks = [t for t in own["tasks"] if any(t in d["tasks"] for _, d in columns[1:])] or list(own["tasks"])
+    for task in tasks:
+        lines += [f"## {task}", ""]
+        header = ["finding", *(name for name, _ in columns)]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        claims = [f["claim"] for f in own["tasks"].get(task, {}).get("findings", [])]
+        for claim in claims:
+            row = [claim]
+            for _, data in columns:
+                f = next((f for f in data["tasks"].get(task, {}).get("findings", [])
+                          if f["claim"] == claim), None)
+                row.append(f"{HOLDS[f['holds']]}: {f['measured']}" if f else "not run")
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write(own: dict, result: dict | None) -> list[Path]:
+    """The setting's JSON (when one ran) and the page over every setting on record."""
+    from arithrepro.io import write_json, write_text
+
+    written = []
+    if result is not None:
+        path = FOLDER / f"{label(result['setting'])}.json"
+        write_json(path, result)
+        written.append(path)
+    others = [json.loads(p.read_text()) for p in sorted(FOLDER.glob("*.json"))] if FOLDER.is_dir() else []
+    write_text(PAGE, page(own, others))
+    return [*written, PAGE]

@@ -1,0 +1,49 @@
+"""`arithrepro crosscheck` on the smoke run: the looped findings again with torch held to its
+DEFAULT kernels and one thread, in a scratch copy that shares the workspace's DVC cache."""
+
+import json
+import shutil
+
+import pytest
+
+from arithrepro.tasks.registry import TASKS
+from tests.workspace import sh
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def test_the_findings_on_another_capability_beside_the_workspaces(smoke_first_run, tmp_path):
+    here = tmp_path / "workspace"
+    shutil.copytree(smoke_first_run.saved / "gpu", here, symlinks=True)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    command = ["arithrepro", "crosscheck", "--task", "looped", "--capability", "default",
+               "--threads", "1", "--workdir", str(scratch)]
+    out = sh(command, here)
+    assert "crosscheck: looped -> docs/crosscheck/default-t1.json, docs/crosscheck.md" in out
+    data = json.loads((here / "docs" / "crosscheck" / "default-t1.json").read_text())
+    assert data["setting"] == {"capability": "default", "threads": 1}
+    assert data["origin"]["cpu_capability"] == ["DEFAULT"] and data["origin"]["threads"] == ["1"]
+    assert [f["claim"] for f in data["tasks"]["looped"]["findings"]] == [
+        f.claim for f in TASKS["looped"].findings]
+    page = (here / "docs" / "crosscheck.md").read_text()
+    assert "| finding | this workspace | default-t1 |" in page
+    assert all(f.claim in page for f in TASKS["looped"].findings)
+    assert not any(scratch.iterdir()), "the scratch copy is removed"
+    assert "up to date" in sh(["dvc", "status"], here)   # the workspace's own cells untouched
+
+    # Again: its cells are other DVC cells than the workspace's, so they come back from the
+    # shared run cache instead of training.
+    sh([*command, "--keep"], here)
+    (kept,) = scratch.iterdir()
+    log = (kept / "workspace" / "logs" / "repro" / "train-looped-looped-notebook-0.log").read_text()
+    assert "is cached - skipping run" in log
+    assert json.loads((here / "docs" / "crosscheck" / "default-t1.json").read_text()) == data
+
+
+def test_without_the_workspaces_runs_it_stops_before_any_work(clone, tmp_path):
+    sh(["arithrepro", "compose-params", "profile=smoke"], clone)
+    out = sh(["arithrepro", "crosscheck", "--task", "looped", "--workdir", str(tmp_path)], clone,
+             check=False)
+    assert "error: metrics/looped/runs/" in out and "missing; run `dvc repro" in out
+    assert not any(tmp_path.iterdir())
