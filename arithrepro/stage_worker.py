@@ -1,8 +1,8 @@
 """A long-lived process that runs pipeline stages for `arithrepro repro`, one after another.
 
 A stage run as its own processes pays for loading Python, DVC, torch and torch._dynamo (which
-every torch.optim optimizer imports) each time: about 5 s of the 8-9 s a small stage takes on
-a 2-core CPU, and a pipeline of 150 cells pays it 150 times. A worker loads them once. Each job
+every torch.optim optimizer imports) each time, and a pipeline of 150 cells pays it 150 times;
+a worker loads them once (the smoke pipeline: 117 s against 243 s, docs/development.md). Each job
 it is given is a list of command lines, run in order until one fails: `dvc ...` through DVC's
 own entry point (so locking, the run cache and dvc.lock are DVC's, exactly as on the command
 line), and every `arithrepro ...` command, whether a job's or a stage's that DVC runs, through
