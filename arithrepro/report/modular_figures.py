@@ -181,7 +181,7 @@ def sanity_dynamics(plt, rows: pd.DataFrame, curve_dir: Path):
     the logits' margin, the output layer's norm and how far the weights moved between
     evaluations (docs/modular.md)."""
     groups = list(rows.groupby(["model", "size"], sort=False))
-    fig, axes = plt.subplots(len(DYNAMICS), len(groups), figsize=(5.5 * len(groups), 11),
+    fig, axes = plt.subplots(len(DYNAMICS), len(groups), figsize=(max(5.5 * len(groups), 8), 11),
                              sharex=True, squeeze=False)
     for col, ((model, label), g) in enumerate(groups):
         names = [f"{model}-{label}-{int(seed)}" for seed in g["seed"]]
@@ -201,7 +201,7 @@ def sanity_dynamics(plt, rows: pd.DataFrame, curve_dir: Path):
         axes[-1, col].set_xlabel("step")
         axes[0, col].legend(loc="lower right", fontsize="small")
     first = rows.iloc[0]
-    fig.suptitle(f"modular sanity, each seed: what happens around a collapse (AdamW lr "
+    fig.suptitle(f"modular sanity, each seed: what happens around a collapse\n(AdamW lr "
                  f"{first['lr']:g}, β2 {first['beta2']:g}, weight decay {first['weight_decay']:g})")
     return fig
 
