@@ -32,7 +32,12 @@ FOLDER = DOCS / "crosscheck"
 
 
 def label(setting: dict) -> str:
-    return f"{setting['capability']}-t{setting['threads']}"
+    """<capability>-t<threads>, and a short hash of the params overrides when there are any."""
+    import hashlib
+
+    base = f"{setting['capability']}-t{setting['threads']}"
+    sets = setting.get("set") or []
+    return base + (f"-{hashlib.sha256(' '.join(sets).encode()).hexdigest()[:8]}" if sets else "")
 
 
 @contextlib.contextmanager
@@ -87,6 +92,10 @@ def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path
     scratch.mkdir()
     try:
         scratch_copy(root, scratch)
+        if setting.get("set"):   # as `dvc exp run -S` composes: conf/, the profile, the overrides
+            from arithrepro import config
+
+            params = config.compose([f"profile={params['profile']}", *setting["set"]], root / "conf")
         changed = {**params, "cpu": {"capability": setting["capability"], "threads": setting["threads"]}}
         (scratch / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
         targets = [f"report-{t}" for t in tasks]
@@ -116,13 +125,15 @@ def page(own: dict, others: list[dict]) -> str:
     lines = ["# Findings on other CPUs", "",
              "Written by `arithrepro crosscheck` from the run records; edit nothing here. Each "
              "column: the findings checked on runs of one setting of `cpu` (the vector unit "
-             "torch's kernels used, and the threads per run), every other param the same.", ""]
-    lines += ["| setting | ran on | capability | threads |", "|---|---|---|---|"]
+             "torch's kernels used, and the threads per run), every other param the "
+             "workspace's unless the setting's row lists it.", ""]
+    lines += ["| setting | ran on | capability | threads | params changed |", "|---|---|---|---|---|"]
     for name, data in columns:
         o = data["origin"]
+        sets = " ".join(f"`{x}`" for x in data.get("setting", {}).get("set") or []) or "–"
         lines.append(f"| {name} | {' / '.join(o.get('machine', [])) or '–'} | "
                      f"{' / '.join(o.get('cpu_capability', [])) or '–'} | "
-                     f"{' / '.join(o.get('threads', [])) or '–'} |")
+                     f"{' / '.join(o.get('threads', [])) or '–'} | {sets} |")
     lines.append("")
     tasks = [t for t in own["tasks"] if any(t in d["tasks"] for _, d in columns[1:])] or list(own["tasks"])
     for task in tasks:

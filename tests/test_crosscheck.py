@@ -47,3 +47,21 @@ def test_without_the_workspaces_runs_it_stops_before_any_work(clone, tmp_path):
              check=False)
     assert "error: metrics/looped/runs/" in out and "missing; run `dvc repro" in out
     assert not any(tmp_path.iterdir())
+
+
+def test_a_setting_with_changed_params_is_named_and_listed_as_such():
+    from arithrepro.crosscheck import label, page
+
+    plain = {"capability": "avx2", "threads": 2, "set": []}
+    recipe = {**plain, "set": ["abacus.train.steps=1500"]}
+    assert label(plain) == "avx2-t2"
+    assert label(recipe).startswith("avx2-t2-") and label(recipe) != label(
+        {**plain, "set": ["abacus.train.steps=1000"]})
+    own = {"origin": {"machine": ["a CPU"], "cpu_capability": ["AVX512"], "threads": ["1"]},
+           "tasks": {"abacus": {"findings": [{"claim": "c", "holds": True, "measured": "m"}]}}}
+    other = {"setting": recipe, "origin": {"machine": ["a CPU"], "cpu_capability": ["AVX2"],
+                                           "threads": ["2"]},
+             "tasks": {"abacus": {"findings": [{"claim": "c", "holds": False, "measured": "n"}]}}}
+    text = page(own, [other])
+    assert f"| {label(recipe)} | a CPU | AVX2 | 2 | `abacus.train.steps=1500` |" in text
+    assert f"| c | yes: m | **no**: n |" in text
