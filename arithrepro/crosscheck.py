@@ -15,7 +15,6 @@ differ), so a second crosscheck of the same setting restores it from the run cac
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -25,6 +24,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
+
+from arithrepro.checkout import working_dir
 
 DOCS = Path("docs")
 PAGE = DOCS / "crosscheck.md"
@@ -40,31 +41,14 @@ def label(setting: dict) -> str:
     return base + (f"-{hashlib.sha256(' '.join(sets).encode()).hexdigest()[:8]}" if sets else "")
 
 
-@contextlib.contextmanager
-def _inside(path: Path):
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def scratch_copy(root: Path, dest: Path) -> Path:
-    """The workspace's files that git tracks or would (not ignored ones: no outputs), committed
-    in a fresh repository at `dest`, with the workspace's DVC cache as its cache."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=root, capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        src = root / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "crosscheck", "GIT_AUTHOR_EMAIL": "crosscheck@localhost",
-           "GIT_COMMITTER_NAME": "crosscheck", "GIT_COMMITTER_EMAIL": "crosscheck@localhost"}
-    for argv in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "crosscheck"],
-                 ["dvc", "cache", "dir", "--local", str(root / ".dvc" / "cache")]):
-        subprocess.run(argv, cwd=dest, check=True, capture_output=True, env=env)
+    """The workspace's files that git tracks or would (no outputs) in a fresh repository at
+    `dest`, with the workspace's DVC cache as its cache."""
+    from arithrepro.checkout import copy_checkout
+
+    copy_checkout(root, dest, "crosscheck")
+    subprocess.run(["dvc", "cache", "dir", "--local", str(root / ".dvc" / "cache")], cwd=dest,
+                   check=True, capture_output=True)
     return dest
 
 
@@ -106,7 +90,7 @@ def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path
         if code:
             raise RuntimeError(f"crosscheck {label(setting)}: the runs failed (exit {code}); "
                                f"the scratch copy stays, its logs in {scratch}/logs/repro")
-        with _inside(scratch):
+        with working_dir(scratch):
             report = task_report(changed, tasks)
     except BaseException:
         keep = True   # what failed stays to be read

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import traceback
 
+from arithrepro.checkout import working_dir
+
 
 def run_arithrepro(args: list[str]) -> int:
     """`arithrepro ARGS` in this process; its exit status."""
@@ -93,16 +95,6 @@ def _environ(changes: dict):
                 os.environ[k] = v
 
 
-@contextlib.contextmanager
-def _cwd(path: str):
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def patch_dvc() -> None:
     """DVC runs a stage whose commands are all arithrepro's in this process (the environment
     DVC gives a stage's command, and its working directory, set around it)."""
@@ -123,7 +115,7 @@ def patch_dvc() -> None:
             if dry:
                 continue
             sys.stdout.flush()
-            with _environ(env), _cwd(stage.wdir), _logging_kept():
+            with _environ(env), working_dir(stage.wdir), _logging_kept():
                 code = run_arithrepro(shlex.split(cmd)[1:])
             _flush()
             if code:

@@ -22,7 +22,7 @@ def test_the_findings_on_another_capability_beside_the_workspaces(smoke_first_ru
     out = sh(command, here)
     assert "crosscheck: looped -> docs/crosscheck/default-t1.json, docs/crosscheck.md" in out
     data = json.loads((here / "docs" / "crosscheck" / "default-t1.json").read_text())
-    assert data["setting"] == {"capability": "default", "threads": 1}
+    assert data["setting"] == {"capability": "default", "threads": 1, "set": []}
     assert data["origin"]["cpu_capability"] == ["DEFAULT"] and data["origin"]["threads"] == ["1"]
     assert [f["claim"] for f in data["tasks"]["looped"]["findings"]] == [
         f.claim for f in TASKS["looped"].findings]

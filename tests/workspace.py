@@ -27,17 +27,9 @@ def sh(args, cwd, check=True, **extra_env):
 
 def make_clone(dest: Path) -> Path:
     """The checkout's files (tracked and untracked-but-not-ignored), committed in a fresh repo."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        src = ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    sh(["git", "init", "-q"], dest)
-    sh(["git", "add", "-A"], dest)
-    sh(["git", "commit", "-qm", "clone"], dest)
-    return dest
+    from arithrepro.checkout import copy_checkout
+
+    return copy_checkout(ROOT, dest, "clone")
 
 
 def ran_stages(out: str) -> set[str]:

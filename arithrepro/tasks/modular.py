@@ -357,118 +357,85 @@ def _study(rows, study: str):
     return rows[[s.split(".")[0] == study for s in rows["size"]]]
 
 
-def _sanity(rows, params):
-    from arithrepro.findings import Verdict, fewest, missing
+def _per_model(study: str, judge):
+    """A check on one study's records: judge(a model's runs, params) -> (holds, words) for
+    each model; it holds when it holds for every model (None: a model's cannot say)."""
+    def check(rows, params):
+        from arithrepro.findings import Verdict, fewest, missing
 
-    rows = _study(rows, "sanity")
-    if not len(rows):
-        return missing("the sanity study")
-    parts, holds = [], True
-    for model, g in rows.groupby("model", sort=False):
-        fell = g.reindex(columns=["val_fallback"])["val_fallback"]   # absent: never reached 0.99
-        ok = ((g["val_acc"] >= 0.99) & (g["dt_acc_steps"] > 0) & (g["train_acc_last"] >= 0.99)
-              & (fell.fillna(1.0) <= 0.2))
-        holds &= bool(ok.all())
-        deepest = (f"deepest fall after 0.99 {fell.max():.2f}" if fell.notna().any()
-                   else "A_val never reached 0.99")
-        parts.append(f"{model}: {int(ok.sum())} of {len(g)} seeds (A_val from "
-                     f"{g['val_acc'].min():.3f}, Δt(A) from {int(g['dt_acc_steps'].min())} steps, "
-                     f"{deepest})")
-    return Verdict(holds, "; ".join(parts), fewest(rows))
+        sub = _study(rows, study)
+        if not len(sub):
+            return missing(f"the {study} study")
+        judged = [(model, *judge(g, params)) for model, g in sub.groupby("model", sort=False)]
+        holds = None if any(h is None for _, h, _ in judged) else all(h for _, h, _ in judged)
+        return Verdict(holds, "; ".join(f"{m}: {words}" for m, _, words in judged), fewest(sub))
+
+    return check
 
 
-def _swept(rows, study: str, key: str):
-    """{model: [(value of key, mean A_val, mean t_f(A_val), mean final norm)]} by value."""
-    out = {}
-    for (model, value), g in _study(rows, study).groupby(["model", key]):
-        out.setdefault(model, []).append((value, g["val_acc"].mean(), g["val_acc_step"].mean(),
-                                          g["param_norm"].mean()))
-    return out
+def _sanity(g, params):
+    fell = g.reindex(columns=["val_fallback"])["val_fallback"]   # absent: never reached 0.99
+    ok = ((g["val_acc"] >= 0.99) & (g["dt_acc_steps"] > 0) & (g["train_acc_last"] >= 0.99)
+          & (fell.fillna(1.0) <= 0.2))
+    deepest = (f"deepest fall after 0.99 {fell.max():.2f}" if fell.notna().any()
+               else "A_val never reached 0.99")
+    return bool(ok.all()), (f"{int(ok.sum())} of {len(g)} seeds (A_val from {g['val_acc'].min():.3f}, "
+                            f"Δt(A) from {int(g['dt_acc_steps'].min())} steps, {deepest})")
 
 
-def _data(rows, params):
-    from arithrepro.findings import Verdict, fewest, missing
-
-    sub = _study(rows, "data")
-    if not len(sub):
-        return missing("the data study")
-    parts = []
-    for model, g in sub.groupby("model", sort=False):
-        means = g.groupby("r_train")[["train_acc", "val_acc"]].mean()
-        general = [r for r, m in means.iterrows() if m["val_acc"] >= 0.9]
-        memorize = [r for r, m in means.iterrows() if m["train_acc"] >= 0.99 and m["val_acc"] <= 0.5]
-        parts.append(f"{model}: generalizes from r_train {min(general):g}" if general
-                     else f"{model}: no r_train reaches A_val 0.9")
-        if memorize:
-            parts[-1] += f", only memorizes up to {max(memorize):g}"
-    return Verdict(None, "; ".join(parts) + " (a measurement, not a threshold)", fewest(sub))
+def _data(g, params):
+    means = g.groupby("r_train")[["train_acc", "val_acc"]].mean()
+    general = [r for r, m in means.iterrows() if m["val_acc"] >= 0.9]
+    memorize = [r for r, m in means.iterrows() if m["train_acc"] >= 0.99 and m["val_acc"] <= 0.5]
+    words = (f"generalizes from r_train {min(general):g}" if general
+             else "no r_train reaches A_val 0.9")
+    if memorize:
+        words += f", only memorizes up to {max(memorize):g}"
+    return None, words + " (a measurement, not a threshold)"
 
 
-def _size(rows, params):
-    from arithrepro.findings import Verdict, fewest, missing
-
-    sub = _study(rows, "size")
-    if not len(sub):
-        return missing("the size study")
-    parts, holds = [], True
-    for model, g in sub.groupby("model", sort=False):
-        cell = g.groupby(["layers", "d_model"])[["val_acc", "val_acc_step"]].mean()
-        small, large = cell.index.min(), cell.index.max()
-        a, b = cell.loc[small], cell.loc[large]
-        better = b["val_acc"] > a["val_acc"] or (b["val_acc"] >= a["val_acc"]
-                                                 and b["val_acc_step"] < a["val_acc_step"])
-        holds &= bool(better)
-        parts.append(f"{model}: L{large[0]} d{large[1]} A_val {b['val_acc']:.3f} at step "
-                     f"{b['val_acc_step']:.0f} against L{small[0]} d{small[1]} {a['val_acc']:.3f} "
-                     f"at {a['val_acc_step']:.0f}")
-    return Verdict(holds, "; ".join(parts), fewest(sub))
+def _size(g, params):
+    cell = g.groupby(["layers", "d_model"])[["val_acc", "val_acc_step"]].mean()
+    small, large = cell.index.min(), cell.index.max()
+    a, b = cell.loc[small], cell.loc[large]
+    better = b["val_acc"] > a["val_acc"] or (b["val_acc"] >= a["val_acc"]
+                                             and b["val_acc_step"] < a["val_acc_step"])
+    return bool(better), (f"L{large[0]} d{large[1]} A_val {b['val_acc']:.3f} at step "
+                          f"{b['val_acc_step']:.0f} against L{small[0]} d{small[1]} "
+                          f"{a['val_acc']:.3f} at {a['val_acc_step']:.0f}")
 
 
-def _compute(rows, params):
-    from arithrepro.findings import Verdict, fewest, missing
-
-    sub = _study(rows, "compute")
+def _compute(g, params):
     budgets = peek(params, "modular", "studies", "compute", "budgets") or []
-    if not len(sub) or not budgets:
-        return missing("the compute study")
-    parts, holds = [], True
-    for model, g in sub.groupby("model", sort=False):
-        means = g.groupby("batch_size").mean(numeric_only=True)
-        lo, hi = means.index.min(), means.index.max()
-        wins = [a for a in budgets if means.at[lo, f"a{a:g}_val_acc"] > means.at[hi, f"a{a:g}_val_acc"]]
-        holds &= len(wins) == len(budgets)
-        parts.append(f"{model}: B {lo} above B {hi} within {len(wins)} of {len(budgets)} budgets")
-    return Verdict(holds, "; ".join(parts), fewest(sub))
+    means = g.groupby("batch_size").mean(numeric_only=True)
+    lo, hi = means.index.min(), means.index.max()
+    wins = [a for a in budgets if means.at[lo, f"a{a:g}_val_acc"] > means.at[hi, f"a{a:g}_val_acc"]]
+    return (bool(budgets) and len(wins) == len(budgets),
+            f"B {lo} above B {hi} within {len(wins)} of {len(budgets)} budgets")
 
 
-def _decay(rows, params):
-    from arithrepro.findings import Verdict, fewest, missing
-
-    swept = _swept(rows, "regularization", "weight_decay")
-    if not swept:
-        return missing("the regularization study")
-    parts, holds = [], True
-    for model, points in swept.items():
-        (w0, _, t0, n0), (w1, _, t1, n1) = min(points), max(points)
-        holds &= bool(t1 < t0 and n1 < n0)
-        parts.append(f"{model}: weight decay {w1:g} against {w0:g}: t_f(A_val) {t1:.0f} vs {t0:.0f}, "
-                     f"final ‖θ‖ {n1:.1f} vs {n0:.1f}")
-    return Verdict(holds, "; ".join(parts), fewest(_study(rows, "regularization")))
+def _decay(g, params):
+    means = g.groupby("weight_decay")[["val_acc_step", "param_norm"]].mean()
+    w0, w1 = means.index.min(), means.index.max()
+    (t0, n0), (t1, n1) = means.loc[w0], means.loc[w1]
+    return bool(t1 < t0 and n1 < n0), (f"weight decay {w1:g} against {w0:g}: t_f(A_val) {t1:.0f} "
+                                       f"vs {t0:.0f}, final ‖θ‖ {n1:.1f} vs {n0:.1f}")
 
 
 FINDINGS = (
     Finding("sanity, each model: memorize first, generalize later",
             "in every seed A_val ≥ 0.99, Δt(A) > 0, A_train ≥ 0.99 at the end, and A_val never "
-            "more than 0.2 below 0.99 once it reached it", _sanity),
+            "more than 0.2 below 0.99 once it reached it", _per_model("sanity", _sanity)),
     Finding("data: how much data generalizes",
             "the smallest r_train with A_val ≥ 0.9, and the largest that only memorizes "
-            "(A_train ≈ 1, A_val ≤ 0.5)", _data),
+            "(A_train ≈ 1, A_val ≤ 0.5)", _per_model("data", _data)),
     Finding("size: the GPT scales with width and depth (the source's)",
-            "a larger d or L reaches A_val sooner (t_f) or higher", _size),
+            "a larger d or L reaches A_val sooner (t_f) or higher", _per_model("size", _size)),
     Finding("compute: small batches generalize better at small budgets (the source's)",
-            "within α·T, a smaller B reaches a higher A_val", _compute),
+            "within α·T, a smaller B reaches a higher A_val", _per_model("compute", _compute)),
     Finding("weight decay: higher generalizes sooner and shrinks the norm (the source's)",
-            "at a larger weight decay, an earlier t_f(A_val) and a smaller final ‖θ‖₂", _decay),
+            "at a larger weight decay, an earlier t_f(A_val) and a smaller final ‖θ‖₂",
+            _per_model("regularization", _decay)),
 )
 
 
