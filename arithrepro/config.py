@@ -105,8 +105,11 @@ def _parse(path: Path) -> Any:
         raise ParamsError(f"{path}: not valid YAML{where}") from None
 
 
-def load(path: str | Path = "params.yaml") -> dict:
-    return recording(validate(_parse(Path(path))))
+def load(path: str | Path = "params.yaml", record: bool = True) -> dict:
+    """params.yaml, validated; its reads recorded (params_reads.py) unless `record` is False
+    (a command that is no stage: repro)."""
+    params = validate(_parse(Path(path)))
+    return recording(params) if record else params
 
 
 # --- composing params.yaml from conf/ ----------------------------------------------------------

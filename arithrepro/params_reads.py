@@ -98,22 +98,37 @@ def unrecorded(params):
     return params
 
 
+_PENDING: list[set] = []   # the reads of the command running in this process, not yet written
+_AT_EXIT: list[bool] = []  # whether the exit's flush is registered
+
+
 def recording(params: dict) -> dict:
-    """params wrapped to record reads when ARITHREPRO_PARAMS_LOG is set; else params itself."""
-    target = os.environ.get(ENV)
-    if not target:
+    """params wrapped to record reads when ARITHREPRO_PARAMS_LOG is set; else params itself.
+    The reads are written when the process exits, or when a stage worker (stage_worker.py),
+    which runs many commands in one process, ends one (`flush`)."""
+    if not os.environ.get(ENV):
         return params
     log: set = set()
-
-    def write() -> None:
-        # one write to a file opened for appending: stages running side by side (arithrepro
-        # repro) add whole lines, never interleaved ones
-        line = (json.dumps({"argv": sys.argv[1:], "read": sorted(log)}) + "\n").encode()
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
-
-    atexit.register(write)
+    if not _AT_EXIT:
+        atexit.register(lambda: flush(sys.argv[1:]))
+        _AT_EXIT.append(True)
+    _PENDING.append(log)
     return Reads(params, "", log)
+
+
+def flush(argv: list[str]) -> None:
+    """Write one line for the command `argv` (its arguments after the program's name): the keys
+    read since the last flush. Nothing when it loaded no params."""
+    target = os.environ.get(ENV)
+    if not target or not _PENDING:
+        return
+    read = set().union(*_PENDING)
+    _PENDING.clear()
+    # one write to a file opened for appending: stages running side by side (arithrepro
+    # repro) add whole lines, never interleaved ones
+    line = (json.dumps({"argv": list(argv), "read": sorted(read)}) + "\n").encode()
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)

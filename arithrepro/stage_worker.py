@@ -31,6 +31,7 @@ def run_arithrepro(args: list[str]) -> int:
     """`arithrepro ARGS` in this process; its exit status."""
     import click
 
+    from arithrepro import params_reads
     from arithrepro.cli import main
 
     try:
@@ -47,6 +48,8 @@ def run_arithrepro(args: list[str]) -> int:
     except Exception:  # noqa: BLE001 - as the interpreter would: the traceback, then status 1
         traceback.print_exc()
         return 1
+    finally:   # this command's params reads, as its own process would write them at exit
+        params_reads.flush(args)
 
 
 @contextlib.contextmanager

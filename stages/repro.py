@@ -36,7 +36,7 @@ def repro(params_path: str, jobs: int | None, together: bool, process_per_stage:
 
     from pathlib import Path
 
-    params = config.load(params_path) if Path(params_path).exists() else None
+    params = config.load(params_path, record=False) if Path(params_path).exists() else None
     if jobs is None and params and config.resolve_device(params["device"]) != "cpu":
         jobs = 1
     try:

@@ -161,7 +161,7 @@ def test_the_results_page_and_the_readmes_block(first_run, tmp_path):
     assert "profile **smoke**" in page and "25 runs" in page
     assert all(f"## {task}\n" in page for task in ("expr", "abacus", "looped", "modular", "charlm"))
     shown = re.findall(r"\]\(results/([^)]+)\)", page)
-    assert len(shown) == 7, shown
+    assert len(shown) == 8, shown
     for name in shown:
         assert (gpu / "docs" / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     data = json.loads((gpu / "docs" / "results.json").read_text())

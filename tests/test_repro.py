@@ -254,3 +254,25 @@ def test_stages_run_in_one_worker_train_as_in_processes_of_their_own(tmp_path):
         else:
             for name, tensor in value.items():
                 assert torch.equal(got[key][name], tensor), (key, name)
+
+
+def test_each_command_a_worker_runs_logs_its_own_params_reads(tmp_path, monkeypatch):
+    """The stage worker runs many commands in one process: each writes its line of params
+    reads when it ends (params_reads.flush), as its own process would at exit."""
+    import json
+
+    from arithrepro import params_reads
+    from arithrepro.params_reads import recording
+
+    log = tmp_path / "reads.jsonl"
+    monkeypatch.setenv(params_reads.ENV, str(log))
+    first = recording({"a": {"b": 1, "c": 2}, "d": 3})
+    first["a"]["b"]
+    params_reads.flush(["train", "x"])
+    second = recording({"a": {"b": 1, "c": 2}, "d": 3})
+    second["d"]
+    params_reads.flush(["evaluate", "y"])
+    params_reads.flush(["nothing"])   # a command that loaded no params writes nothing
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert lines == [{"argv": ["train", "x"], "read": ["a.b"]},
+                     {"argv": ["evaluate", "y"], "read": ["d"]}]
