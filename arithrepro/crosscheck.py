@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from arithrepro.checkout import working_dir
+from arithrepro.checkout import copy_checkout, working_dir
 
 DOCS = Path("docs")
 PAGE = DOCS / "crosscheck.md"
@@ -44,8 +44,6 @@ def label(setting: dict) -> str:
 def scratch_copy(root: Path, dest: Path) -> Path:
     """The workspace's files that git tracks or would (no outputs) in a fresh repository at
     `dest`, with the workspace's DVC cache as its cache."""
-    from arithrepro.checkout import copy_checkout
-
     copy_checkout(root, dest, "crosscheck")
     subprocess.run(["dvc", "cache", "dir", "--local", str(root / ".dvc" / "cache")], cwd=dest,
                    check=True, capture_output=True)
@@ -88,7 +86,7 @@ def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path
         code = subprocess.call([sys.executable, "-m", "arithrepro.cli", "repro", *targets],
                                cwd=scratch, env=env)
         if code:
-            raise RuntimeError(f"crosscheck {label(setting)}: the runs failed (exit {code}); "
+            raise ValueError(f"crosscheck {label(setting)}: the runs failed (exit {code}); "
                                f"the scratch copy stays, its logs in {scratch}/logs/repro")
         with working_dir(scratch):
             report = task_report(changed, tasks)

@@ -2,10 +2,8 @@
 starts over; any other file a stage reads that is cut short or foreign stops the stage with one
 line naming it and the command that rebuilds it."""
 
-import contextlib
 import io
 import json
-import os
 import shutil
 import warnings
 from pathlib import Path
@@ -17,6 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from arithrepro import config
+from arithrepro.checkout import working_dir as inside
 from arithrepro.cli import main
 from arithrepro.io import ArtifactError
 from arithrepro.stages.common import rebuild_command
@@ -129,16 +128,6 @@ def write_params(dest: Path, **blocks) -> None:
         params[task].update(over)
     params["charlm"]["models"] = ["rnn"]
     (dest / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
-
-
-@contextlib.contextmanager
-def inside(directory: Path):
-    cwd = os.getcwd()
-    os.chdir(directory)
-    try:
-        yield
-    finally:
-        os.chdir(cwd)
 
 
 def cli(*args):
