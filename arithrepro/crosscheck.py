@@ -101,7 +101,7 @@ def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path
 
 def page(own: dict, others: list[dict]) -> str:
     """docs/crosscheck.md: per task, a row per finding, a column per setting."""
-    from arithrepro.report.results import HOLDS
+    from arithrepro.findings import verdict_word
 
     columns = [("this workspace", own), *((label(o["setting"]), o) for o in others)]
     lines = ["# Findings on other CPUs", "",
@@ -128,7 +128,7 @@ def page(own: dict, others: list[dict]) -> str:
             for _, data in columns:
                 f = next((f for f in data["tasks"].get(task, {}).get("findings", [])
                           if f["claim"] == claim), None)
-                row.append(f"{HOLDS[f['holds']]}: {f['measured']}" if f else "not run")
+                row.append(f"{verdict_word(f)}: {f['measured']}" if f else "not run")
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     return "\n".join(lines)

@@ -7,7 +7,9 @@ writes each finding's verdict on the results page; `arithrepro crosscheck` write
 for runs under another CPU capability and thread count, side by side.
 
 A check returns a Verdict: whether the finding holds (None: the records cannot say, e.g. a cell
-is missing), the numbers it rests on in words, and the fewest seeds of any cell it read.
+is missing), the numbers it rests on in words, and the fewest seeds of any cell it read. A
+verdict on fewer than MIN_SEEDS seeds per cell is shown as a draw, not as a finding: one seed's
+result moved from 65 % to 23 % between two CPUs (docs/crosscheck.md).
 """
 
 from __future__ import annotations
@@ -33,6 +35,18 @@ class Finding:
     claim: str
     target: str
     check: Callable[[pd.DataFrame, dict], Verdict]
+
+
+MIN_SEEDS = 3
+
+
+def verdict_word(f: dict) -> str:
+    """How a verdict reads in a table: yes, **no**, – (cannot say), or either on too few seeds."""
+    word = {True: "yes", False: "**no**", None: "–"}[f["holds"]]
+    if f["holds"] is not None and f["n"] < MIN_SEEDS:
+        seeds = "one seed" if f["n"] == 1 else f"{f['n']} seeds"
+        return f"{word} on {seeds}: a draw, not a finding"
+    return word
 
 
 def verdicts(findings, rows: pd.DataFrame, params: dict) -> list[dict]:

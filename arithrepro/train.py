@@ -38,6 +38,7 @@ class TrainConfig:
     warmup_frac: float = 0.1
     weight_decay: float = 0.0
     beta2: float = 0.999        # Adam's second-moment decay (adam, adamw)
+    eps: float = 1e-8           # added to Adam's update denominator (adam, adamw; torch's default)
     progressive: bool = False   # ½·(loss at R recurrences + loss at a random n in 1..R)
     val_every: int = 0          # also validate every this many steps (0: at epoch ends only)
     checkpoint_every: int = 100
@@ -137,12 +138,10 @@ def make_optimizer(model, cfg: TrainConfig):
                   for p, k in m.lamb_blocks().items()}
         return ForeachLamb(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
                            blocks=blocks, capturable=on_gpu and cfg.graphs)
-    if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, cfg.beta2),
-                                 weight_decay=cfg.weight_decay, capturable=on_gpu and cfg.graphs)
-    if cfg.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, cfg.beta2),
-                                weight_decay=cfg.weight_decay, capturable=on_gpu and cfg.graphs)
+    if cfg.optimizer in ("adam", "adamw"):
+        kind = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+        return kind(model.parameters(), lr=cfg.lr, betas=(0.9, cfg.beta2), eps=cfg.eps,
+                    weight_decay=cfg.weight_decay, capturable=on_gpu and cfg.graphs)
     raise ValueError(f"optimizer {cfg.optimizer!r}: expected lamb, adam or adamw")
 
 

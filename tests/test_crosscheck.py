@@ -58,10 +58,10 @@ def test_a_setting_with_changed_params_is_named_and_listed_as_such():
     assert label(recipe).startswith("avx2-t2-") and label(recipe) != label(
         {**plain, "set": ["abacus.train.steps=1000"]})
     own = {"origin": {"machine": ["a CPU"], "cpu_capability": ["AVX512"], "threads": ["1"]},
-           "tasks": {"abacus": {"findings": [{"claim": "c", "holds": True, "measured": "m"}]}}}
+           "tasks": {"abacus": {"findings": [{"claim": "c", "holds": True, "measured": "m", "n": 5}]}}}
     other = {"setting": recipe, "origin": {"machine": ["a CPU"], "cpu_capability": ["AVX2"],
                                            "threads": ["2"]},
-             "tasks": {"abacus": {"findings": [{"claim": "c", "holds": False, "measured": "n"}]}}}
+             "tasks": {"abacus": {"findings": [{"claim": "c", "holds": False, "measured": "n", "n": 1}]}}}
     text = page(own, [other])
     assert f"| {label(recipe)} | a CPU | AVX2 | 2 | `abacus.train.steps=1500` |" in text
-    assert f"| c | yes: m | **no**: n |" in text
+    assert f"| c | yes: m | **no** on one seed: a draw, not a finding: n |" in text

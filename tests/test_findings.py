@@ -100,3 +100,13 @@ def test_a_record_without_the_metric_cannot_say():
     del rows[0]["ood_acc"]
     v = verdicts(TASKS["abacus"].findings, pd.DataFrame(rows), {})[1]
     assert v["holds"] is None and v["measured"] == "the records have no ood_acc"
+
+
+@pytest.mark.parametrize("holds, n, word", [
+    (True, 5, "yes"), (False, 3, "**no**"), (None, 0, "–"),
+    (True, 1, "yes on one seed: a draw, not a finding"),
+    (False, 2, "**no** on 2 seeds: a draw, not a finding")])
+def test_a_verdict_on_too_few_seeds_reads_as_a_draw(holds, n, word):
+    from arithrepro.findings import verdict_word
+
+    assert verdict_word({"holds": holds, "n": n}) == word

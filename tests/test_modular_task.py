@@ -217,6 +217,7 @@ def bad(params, path, value):
     (("modular", "base", "lr"), -1, "modular.base.lr = -1"),
     (("modular", "bogus"), 1, "modular.bogus: unknown key"),
     (("modular", "base", "beta2"), 1.0, "modular.base.beta2 = 1.0: expected a number in"),
+    (("modular", "base", "eps"), 0, "modular.base.eps = 0: expected a number"),
 ])
 def test_params_errors_name_the_key(params, path, value, message):
     with pytest.raises(config.ParamsError, match=message):
@@ -251,15 +252,16 @@ def test_attention_samples_must_be_samples_of_the_data(params):
         config.validate(p)
 
 
-def test_the_loop_gets_the_cells_warmup_and_beta2(params):
+def test_the_loop_gets_the_cells_warmup_beta2_and_eps(params):
     from arithrepro.runs import Placement
     from arithrepro.tasks.modular import cell as study_cell
 
     p = config.compose(["profile=smoke"])
-    p["modular"]["base"].update(warmup_frac=0.25, beta2=0.95, schedule="linear")
+    p["modular"]["base"].update(warmup_frac=0.25, beta2=0.95, eps=1e-6, schedule="linear")
     run = study_runs(p, "sanity")[0]
     cfg = study_cell(run, run_config(p, run), Placement("cpu", "fp32", False))[4]
-    assert (cfg.warmup_frac, cfg.beta2, cfg.schedule, cfg.optimizer) == (0.25, 0.95, "linear", "adamw")
+    assert (cfg.warmup_frac, cfg.beta2, cfg.eps, cfg.schedule, cfg.optimizer) == (
+        0.25, 0.95, 1e-6, "linear", "adamw")
 
 
 # --- the attention figure's samples ------------------------------------------------------------

@@ -76,10 +76,11 @@ def test_constant_schedule_after_warmup():
 
 
 @pytest.mark.parametrize("name", ["adam", "adamw"])
-def test_adam_takes_beta2_from_the_config(name):
+def test_adam_takes_beta2_and_eps_from_the_config(name):
     from arithrepro.train import make_optimizer
 
     net = torch.nn.Linear(2, 2)
-    opt = make_optimizer(net, TrainConfig(lr=1e-3, seed=0, optimizer=name, beta2=0.98))
-    assert opt.param_groups[0]["betas"] == (0.9, 0.98)
-    assert make_optimizer(net, TrainConfig(lr=1e-3, seed=0, optimizer=name)).param_groups[0]["betas"] == (0.9, 0.999)
+    opt = make_optimizer(net, TrainConfig(lr=1e-3, seed=0, optimizer=name, beta2=0.98, eps=1e-5))
+    assert (opt.param_groups[0]["betas"], opt.param_groups[0]["eps"]) == ((0.9, 0.98), 1e-5)
+    plain = make_optimizer(net, TrainConfig(lr=1e-3, seed=0, optimizer=name)).param_groups[0]
+    assert (plain["betas"], plain["eps"]) == ((0.9, 0.999), 1e-8)   # torch's defaults

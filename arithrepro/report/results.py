@@ -101,16 +101,15 @@ def page(data: dict, figures: dict) -> str:
     return "\n".join(lines)
 
 
-HOLDS = {True: "yes", False: "**no**", None: "–"}
-
-
 def findings_table(findings: list[dict]) -> list[str]:
     """A task's findings as lines of a table: claim, target, holds, what it rests on."""
+    from arithrepro.findings import verdict_word
+
     if not findings:
         return []
     lines = ["| finding | target | holds | measured |", "|---|---|---|---|"]
     for f in findings:
-        lines.append(f"| {f['claim']} | {f['target']} | {HOLDS[f['holds']]} | {f['measured']} |")
+        lines.append(f"| {f['claim']} | {f['target']} | {verdict_word(f)} | {f['measured']} |")
     return [*lines, ""]
 
 

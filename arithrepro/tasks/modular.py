@@ -36,7 +36,7 @@ SWEEPS = {"sanity": (), "data": ("r_train",), "orders": (), "size": ("layers", "
 # How a swept key reads in a cell's name: data.r0.3, size.L2d128, compute.B64, ...
 ABBREV = {"r_train": "r", "layers": "L", "d_model": "d", "heads": "h", "batch_size": "B",
           "weight_decay": "wd", "lr": "lr", "warmup_frac": "wu", "schedule": "sched",
-          "beta2": "b2", "steps": "T", "p": "p", "dropout": "drop", "eval_every": "e",
+          "beta2": "b2", "eps": "eps", "steps": "T", "p": "p", "dropout": "drop", "eval_every": "e",
           "orders": "o", "operator": "op"}
 
 
@@ -307,6 +307,7 @@ BASE = {
     "warmup_frac": number(0, 1, hi_open=True),
     "schedule": choice("constant", "linear"),
     "beta2": number(0, 1, lo_open=True, hi_open=True),
+    "eps": number(0, lo_open=True),
     "weight_decay": number(0),
     "batch_size": integer(1),
     "steps": integer(1),
@@ -588,7 +589,7 @@ def cell(spec: RunSpec, c: dict, where: Placement):
     size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"]}
     net = build_model(spec.model, size, dropout=float(c["dropout"]), **dims).to(where.device)
     cfg = TrainConfig(lr=float(c["lr"]), seed=spec.seed, optimizer="adamw", schedule=c["schedule"],
-                      warmup_frac=float(c["warmup_frac"]), beta2=float(c["beta2"]),
+                      warmup_frac=float(c["warmup_frac"]), beta2=float(c["beta2"]), eps=float(c["eps"]),
                       weight_decay=float(c["weight_decay"]),
                       val_every=c["eval_every"], checkpoint_every=c["checkpoint_every"],
                       validate_epochs=False, restore_best=False, outputs_from=data.outputs_from,
