@@ -32,7 +32,7 @@ def test_every_profile_composes_to_valid_params():
 def test_a_bad_value_in_a_profile_names_the_key_and_the_composition(tmp_path):
     shutil.copytree(ROOT / "conf", tmp_path / "conf")
     cpu = tmp_path / "conf" / "profile" / "cpu.yaml"
-    cpu.write_text(cpu.read_text().replace("batch_size: 256", "batch_size: 2.5"))
+    cpu.write_text(cpu.read_text().replace("batch_size: 64, epochs", "batch_size: 2.5, epochs"))
     with pytest.raises(config.ParamsError) as err:
         config.validate_profiles(tmp_path / "conf")
     assert str(err.value) == ("expr.train.batch_size = 2.5: expected an integer >= 1 (composed from "
@@ -108,9 +108,9 @@ def test_cli_names_an_unknown_run(tmp_path):
                            "lstm-huge-0"], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 1
     assert proc.stderr.strip() == ("error: run lstm-huge-0: not a run of expr in these params "
-                                   "(gpt-medium-0, gpt-medium-1, gpt-medium-2, lstm-medium-0, "
-                                   "lstm-medium-1, lstm-medium-2, retran-medium-0, retran-medium-1, "
-                                   "retran-medium-2)")
+                                   "(gpt-small-0, gpt-small-1, gpt-small-2, gpt-small-3, gpt-small-4, "
+                                   "gpt-medium-0, gpt-medium-1, gpt-medium-2, gpt-medium-3, "
+                                   "gpt-medium-4, lstm-small-0, lstm-small-1, ...)")
 
 
 def test_missing_params_file_is_named(tmp_path):

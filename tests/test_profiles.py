@@ -45,9 +45,9 @@ def test_a_profile_overrides_key_by_key_and_lists_whole(tmp_path):
     cpu, paper = (composed(tmp_path, f"profile={p}") for p in ("cpu", "paper"))
     assert cpu["expr"]["data"]["max_in"] == 8 and paper["expr"]["data"]["max_in"] == 30
     assert cpu["expr"]["data"]["gen_seed"] == paper["expr"]["data"]["gen_seed"]   # not in cpu.yaml
-    assert cpu["expr"]["sizes"] == ["medium"]
+    assert cpu["expr"]["sizes"] == ["small", "medium"] and paper["expr"]["sizes"] == ["small", "medium", "large"]
     assert cpu["modular"]["studies"]["data"]["sweep"]["r_train"] == [0.6, 0.8]
-    assert cpu["models"]["abacus"]["lr"] == 0.003 and paper["models"]["abacus"]["lr"] == 0.0001
+    assert cpu["models"]["abacus"]["lr"] == 0.01 and paper["models"]["abacus"]["lr"] == 0.0001
 
 
 def test_paper_profile_is_the_sources_abacus(tmp_path):
