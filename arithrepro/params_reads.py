@@ -99,7 +99,6 @@ def unrecorded(params):
 
 
 _PENDING: list[set] = []   # the reads of the command running in this process, not yet written
-_AT_EXIT: list[bool] = []  # whether the exit's flush is registered
 
 
 def recording(params: dict) -> dict:
@@ -109,9 +108,6 @@ def recording(params: dict) -> dict:
     if not os.environ.get(ENV):
         return params
     log: set = set()
-    if not _AT_EXIT:
-        atexit.register(lambda: flush(sys.argv[1:]))
-        _AT_EXIT.append(True)
     _PENDING.append(log)
     return Reads(params, "", log)
 
@@ -132,3 +128,6 @@ def flush(argv: list[str]) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+atexit.register(lambda: flush(sys.argv[1:]))   # writes nothing when no params were loaded
