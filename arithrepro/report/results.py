@@ -72,7 +72,8 @@ def _where(data: dict) -> str:
                                                            if True in o["dirty"] else "")
     join = lambda k: " / ".join(str(v) for v in o[k])
     return (f"profile **{data['profile']}**, {data['runs']} runs, commit {commits}, on "
-            f"{join('cpu')} ({join('cpu_capability')}), {join('threads')} threads, "
+            f"{join('cpu')} ({join('cpu_capability')}), {join('threads')} "
+            f"thread{'' if o['threads'] == [1] else 's'} per run, "
             f"torch {join('torch')}, Python {join('python')}")
 
 
