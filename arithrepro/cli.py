@@ -15,6 +15,9 @@ COMMANDS = {
     "evaluate": ("evaluate", "evaluate"),
     "code-deps": ("code_deps", "code_deps"),
     "report": ("report", "report"),
+    "report-bench": ("bench_report", "report_bench"),
+    "llm": ("llm", "llm"),
+    "serve": ("serve", "serve"),            # not a stage: a trained expr model behind the OpenAI API
     "aggregate-tables": ("aggregate_tables", "aggregate_tables"),
     "results": ("results", "results"),
     "modular-attention": ("modular_attention", "modular_attention"),

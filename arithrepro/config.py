@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from arithrepro import bench, llm
 from arithrepro.cpu import schema as cpu_schema
 from arithrepro.device import DEVICES, PRECISIONS, resolve_device, resolve_precision
 from arithrepro.models.registry import MODELS
@@ -65,6 +66,8 @@ def schema() -> dict:
             for name, spec in MODELS.items() if spec.grid
         },
         **{t: task.params_schema() for t, task in TASKS.items()},
+        "bench": bench.schema(),
+        "llm": llm.schema(),
     }
 
 
@@ -79,6 +82,8 @@ def validate(params: Any) -> dict:
                 spec.check_size(f"models.{name}.sizes.{size}", cfg)
     for task in TASKS.values():
         task.check_params(params)
+    bench.check(params)
+    llm.check(params)
     return params
 
 
@@ -195,13 +200,18 @@ class Cell:
         return f"{self.model}-{self.size}-{self.seed}"
 
 
-def cell(params: dict, task: str, model: str, size: str, seed: int) -> Cell:
-    """Check a grid cell given on the command line against params.yaml."""
+def grid_task(task: str) -> None:
+    """Check a grid task's name given on the command line."""
     if task not in TASKS:
         raise ParamsError(f"--task = {task!r}: expected one of {', '.join(TASKS)}")
     if not TASKS[task].grid:
         raise ParamsError(f"--task = {task!r}: not a grid task; it runs as its own stages "
                           f"(`dvc repro` runs them; see dvc.yaml)")
+
+
+def cell(params: dict, task: str, model: str, size: str, seed: int) -> Cell:
+    """Check a grid cell given on the command line against params.yaml."""
+    grid_task(task)
     # membership checks stop a run but cannot change its result: not recorded as reads
     allowed_models = peek(params, task, "models")
     if model not in allowed_models or model not in MODELS:

@@ -27,6 +27,7 @@ class Stage:
     plots: list = field(default_factory=list)
     metrics: list = field(default_factory=list)
     family: str = ""            # its code-deps file, when several stages share one
+    models: tuple = ()          # the registry models it builds, where not its task's own
     note: str = ""              # a comment above it in dvc.yaml
 
     def __post_init__(self):
@@ -62,19 +63,20 @@ LIVE_PLOTS = (("train/loss.tsv", {"x": "step", "template": "conf/plot_templates/
 
 
 def train_stage(name: str, spec: RunSpec, matrix: dict, params: list, deps: list,
-                outs: tuple = (), family: str = "") -> Stage:
+                outs: tuple = (), family: str = "", models: tuple = ()) -> Stage:
     """The stage of a family of training runs: `spec` names one run through the matrix's
     placeholders; every run writes model.pt, train.json and dvclive's folder, then `outs`
     (what the task's `publish` adds)."""
     run = str(spec.dir)
     live = f"{run}/live"
+    bench = " --bench" if spec.home else ""
     return Stage(
-        name, "train", spec.task, args=f"--task {spec.task} {spec.name}", matrix=matrix,
+        name, "train", spec.task, args=f"--task {spec.task}{bench} {spec.name}", matrix=matrix,
         params=["device", "precision", "compile", "graphs", "cpu", *params],
         outs=[f"{run}/model.pt", f"{run}/train.json", f"{live}/metrics.json",
               f"{live}/params.yaml", *outs],
         plots=[{f"{live}/plots/metrics/{series}": dict(spec_)} for series, spec_ in LIVE_PLOTS],
-        deps=list(deps), family=family)
+        deps=list(deps), family=family, models=models)
 
 
 def placeholders(task: str, label: str, group: str = "") -> RunSpec:

@@ -73,21 +73,24 @@ def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[st
     return sorted(jobs, key=lambda j: not j.stages[0].startswith("train-"))
 
 
-_TRAIN = re.compile(r"^arithrepro train --task (?P<task>\S+) (?P<config>\S+)-(?P<seed>\d+)$")
+_TRAIN = re.compile(r"^arithrepro train --task (?P<task>\S+) (?P<bench>--bench )?"
+                    r"(?P<config>\S+)-(?P<seed>\d+)$")
 
 
 def _config_of(cmd: str) -> tuple | None:
-    """A training cell's (task, run name without its seed), from its command."""
+    """A training cell's (task, whether a benchmark cell, run name without its seed), from its
+    command."""
     m = _TRAIN.match(cmd.strip())
-    return (m["task"], m["config"]) if m else None
+    return (m["task"], bool(m["bench"]), m["config"]) if m else None
 
 
 def _commands(stages: list[str], cmds: dict[str, str] | None) -> list[list[str]]:
     if len(stages) == 1:
         return [["dvc", "--wait-for-lock", "repro", "--single-item", stages[0]]]
-    task = _TRAIN.match(cmds[stages[0]].strip())["task"]
+    m = _TRAIN.match(cmds[stages[0]].strip())
     runs = [cmds[s].split()[-1] for s in stages]
-    return [["arithrepro", "train", "--task", task, *runs],
+    return [["arithrepro", "train", "--task", m["task"], *(["--bench"] if m["bench"] else []),
+             *runs],
             ["dvc", "--wait-for-lock", "commit", "--force", *stages]]
 
 

@@ -28,12 +28,12 @@ def train(task, spec: RunSpec, params: dict, where: Placement, rank: int = 0) ->
     the task, whatever its reports read. Returns train.json's record ({} on a DDP rank
     other than 0: only rank 0 writes)."""
     from arithrepro.live import Series
-    from arithrepro.models.registry import MODELS
+    from arithrepro.models.registry import spec_of
     from arithrepro.train import fit
 
     built = task.build(spec, params, where)
     result = fit(built.net, built.batches, built.valid, built.cfg, spec.dir / "checkpoint.pt",
-                 fingerprint(built), spec=MODELS[built.arch["model"]],
+                 fingerprint(built), spec=spec_of(built.arch),
                  series=Series(spec.dir / "live", built.read))
     if rank:
         return {}
@@ -53,7 +53,7 @@ def train_together(task, specs: list[RunSpec], params: dict, where: Placement, c
 
     from arithrepro.ensemble import CopiesBatches, Ensemble, padding
     from arithrepro.live import Series
-    from arithrepro.models.registry import MODELS
+    from arithrepro.models.registry import spec_of
     from arithrepro.observers import NonFiniteLoss
     from arithrepro.train import fit
 
@@ -63,7 +63,7 @@ def train_together(task, specs: list[RunSpec], params: dict, where: Placement, c
         if built.arch != first.arch or replace(built.cfg, seed=0) != replace(first.cfg, seed=0):
             raise ValueError(f"runs {specs[0].name} and {spec.name}: not one configuration; "
                              "only runs that differ in their seed alone train together")
-    model = MODELS[first.arch["model"]]
+    model = spec_of(first.arch)
     pad = padding(model, first.arch["dims"])
     ens = Ensemble([b.net for b in builts])
     h = hashlib.sha256("".join(fingerprint(b) for b in builts).encode()).hexdigest()

@@ -20,6 +20,9 @@ class RunSpec:
     seed: int
     group: str = ""        # a folder between the task and the run (modular: the study)
     setting: dict = field(default_factory=dict, compare=False)  # the task's own description
+    # "bench": a benchmark cell (arithrepro/bench.py), filed in its task's folders under bench/
+    # beside the task's own runs, which the task's reports read
+    home: str = ""
 
     @property
     def name(self) -> str:
@@ -27,12 +30,17 @@ class RunSpec:
 
     @property
     def dir(self) -> Path:
-        return Path("runs") / self.task / self.group / self.name
+        return Path("runs") / self.task / self.home / self.group / self.name
 
     @property
     def record(self) -> Path:
         """What the reports read of the run: its scores (the evaluate stage's, for a grid task)."""
-        return Path("metrics") / self.task / "runs" / self.group / f"{self.name}.json"
+        return Path("metrics") / self.task / (self.home or "runs") / self.group / f"{self.name}.json"
+
+    @property
+    def evaluation(self) -> Path:
+        """A grid cell's per-length (or per-digits) scores, the evaluate stage's plot data."""
+        return Path("plots") / self.task / (self.home or "eval") / f"{self.name}.csv"
 
 
 @dataclass
@@ -59,10 +67,14 @@ class Placement:
     graphs: bool = False  # each training step a CUDA graph (on a GPU only)
 
 
-def find(task, params: dict, name: str) -> RunSpec:
-    """The run of `task` called `name` in these params (ValueError naming the ones there are)."""
-    specs = {s.name: s for s in task.runs(params)}
+def find(task, params: dict, name: str, bench: bool = False) -> RunSpec:
+    """The run of `task` called `name` in these params, one of the benchmark's if `bench`
+    (ValueError naming the ones there are)."""
+    from arithrepro import bench as benchmark
+
+    specs = {s.name: s for s in (benchmark.runs(task, params) if bench else task.runs(params))}
     if name not in specs:
-        shown = ", ".join(list(specs)[:12]) + (", ..." if len(specs) > 12 else "")
-        raise ValueError(f"run {name}: not a run of {task.name} in these params ({shown})")
+        shown = ", ".join(list(specs)[:12]) + (", ..." if len(specs) > 12 else "") or "none"
+        what = "a benchmark run" if bench else "a run"
+        raise ValueError(f"run {name}: not {what} of {task.name} in these params ({shown})")
     return specs[name]

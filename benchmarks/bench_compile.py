@@ -37,7 +37,7 @@ def bench_compile(params: dict, device: str, warmup: int = 3, timed: int = 10) -
 
         def build():
             torch.manual_seed(0)
-            net = build_model(arch["model"], arch["size"], dropout=arch["dropout"],
+            net = build_model(arch["model"], arch["size"], dropout=arch["dropout"], form=arch.get("form"),
                               **arch["dims"]).to(device)
             return net, TASKS[task].sample_batches(params, 0, device)
 

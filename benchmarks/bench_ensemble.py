@@ -31,7 +31,7 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
                    only: str = "") -> list[dict]:
     from arithrepro.ensemble import CopiesBatches, Ensemble, padding
     from arithrepro.estimate import time_steps
-    from arithrepro.models.registry import MODELS
+    from arithrepro.models.registry import spec_of
     from arithrepro.device import resolve_device
     from arithrepro.runs import Placement
 
@@ -52,9 +52,9 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
             for seed in range(E):
                 b = built(seed)
                 alone += time_steps(b.net, b.batches, b.cfg, warmup, timed,
-                                    MODELS[b.arch["model"]])
+                                    spec_of(b.arch))
             bs = [built(seed) for seed in range(E)]
-            model = MODELS[bs[0].arch["model"]]
+            model = spec_of(bs[0].arch)
             together = time_steps(Ensemble([b.net for b in bs]),
                                   CopiesBatches([b.batches for b in bs],
                                                 padding(model, bs[0].arch["dims"])),
@@ -68,14 +68,14 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
 def _one_process(task_name, spec, params, threads, barrier, warmup, timed, out):
     """A child of bench_processes: one run at `threads` threads, timed after the barrier."""
     from arithrepro.estimate import time_steps
-    from arithrepro.models.registry import MODELS
+    from arithrepro.models.registry import spec_of
     from arithrepro.runs import Placement
     from arithrepro.tasks.registry import TASKS
 
     torch.set_num_threads(threads)
     b = TASKS[task_name].trial(spec, params, Placement("cpu", "fp32", False))
     barrier.wait()
-    out.put(time_steps(b.net, b.batches, b.cfg, warmup, timed, MODELS[b.arch["model"]]))
+    out.put(time_steps(b.net, b.batches, b.cfg, warmup, timed, spec_of(b.arch)))
 
 
 def bench_processes(params: dict, processes: int = 2, warmup: int = 2, timed: int = 4,

@@ -114,7 +114,8 @@ def loop_step(params, model: str, size: str, batch: int, repeats: int) -> float:
                                                         "batch_size": batch}}}
     arch, cfg = TASKS["expr"].cell(p, model, size, 0, "fp32")
     torch.manual_seed(0)
-    net = build_model(model, arch["size"], dropout=arch["dropout"], **arch["dims"])
+    net = build_model(model, arch["size"], dropout=arch["dropout"], form=arch.get("form"),
+                      **arch["dims"])
     batches = TASKS["expr"].sample_batches(p, 0, "cpu")
     real = float(sum((batches(i)[0] != 3).sum() for i in range(4))) / 4  # non-<pad> inputs
     return time_steps(net, batches, replace(cfg), 2, 2 * repeats, MODELS[model]), real

@@ -26,12 +26,16 @@ OUT = Path("code-deps")
 REGISTRIES = ("arithrepro.models.registry", "arithrepro.tasks.registry", "arithrepro.report.figures")
 # what dvc.yaml is made of: a change there changes dvc.yaml, which DVC compares itself
 DECLARATIONS = ("arithrepro.pipeline", "arithrepro.dvcfile")
+# how tasks and models meet: code of the stages that build a model (the others only check, with
+# it, that the params pair models with tasks that they can meet)
+FORMS = "arithrepro.models.forms"
 # commands that build no model (the registry's model rows do not count for them)
-BUILDS_NO_MODEL = ("generate-datasets", "charlm-corpus", "aggregate-tables", "report")
+BUILDS_NO_MODEL = ("generate-datasets", "charlm-corpus", "aggregate-tables", "report", "llm")
 
 
-def families() -> dict[str, tuple[str, str | None]]:
-    """{stage family (as dvc.yaml names it): (command, task whose code it runs)}."""
+def families() -> dict[str, tuple[str, str | None, tuple]]:
+    """{stage family (as dvc.yaml names it): (command, task whose code it runs, the models it
+    builds where not the task's own)}."""
     from arithrepro.pipeline import families
 
     return families()
@@ -45,17 +49,20 @@ def family_of(stage: str) -> str:
     return family_of(stage)
 
 
-def code_files(root: Path, command: str, task: str | None, edges: dict | None = None) -> list[str]:
-    """The source files (relative to root) the command runs for `task`, package __init__s left
-    out (they import nothing: tests/test_dvc_yaml.py). `edges` is root's import graph, when the
-    caller has read it already (reading it parses every source file)."""
+def code_files(root: Path, command: str, task: str | None, edges: dict | None = None,
+               models: tuple = ()) -> list[str]:
+    """The source files (relative to root) the command runs for `task` (building `models`,
+    else the task's own), package __init__s left out (they import nothing:
+    tests/test_dvc_yaml.py). `edges` is root's import graph, when the caller has read it
+    already (reading it parses every source file)."""
     from arithrepro.cli import COMMANDS
     from arithrepro.imports import closure, graph, project_modules
     from arithrepro.models.registry import MODELS
     from arithrepro.report.figures import FIGURES
     from arithrepro.tasks.registry import TASKS, models_of
 
-    models = [] if command in BUILDS_NO_MODEL or task is None else models_of(TASKS[task])
+    models = ([] if command in BUILDS_NO_MODEL or task is None
+              else list(models) or models_of(TASKS[task]))
     own_tasks = {"arithrepro.tasks.base"} | ({f"arithrepro.tasks.{task}"} if task else set())
     builders = {MODELS[m].build.__module__ for m in models}
     figures = {FIGURES[task].render.__module__} if task in FIGURES else set()
@@ -63,6 +70,8 @@ def code_files(root: Path, command: str, task: str | None, edges: dict | None = 
     def follow(module: str, target: str) -> bool:
         if target in DECLARATIONS:
             return False
+        if target == FORMS:   # builds adapted models; elsewhere it only checks params
+            return bool(models)
         if module == "arithrepro.tasks.registry" and target.startswith("arithrepro.tasks."):
             return target in own_tasks
         if module == "arithrepro.models.registry" and target.startswith("arithrepro.models."):
@@ -101,7 +110,7 @@ def code_deps() -> None:
     shutil.rmtree(OUT, ignore_errors=True)  # a family dropped from the pipeline leaves nothing
     table = families()
     edges = graph(Path("."))
-    for family, (command, task) in table.items():
+    for family, (command, task, models) in table.items():
         write_text(OUT / f"{family}.txt",
-                   listing(Path("."), code_files(Path("."), command, task, edges)))
+                   listing(Path("."), code_files(Path("."), command, task, edges, models)))
     done(f"code-deps: {len(table)} stage families -> {OUT}/")

@@ -53,7 +53,7 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
     from arithrepro import config
     from arithrepro.estimate import Projection, Timing, hours, time_steps, validations
     from arithrepro.io import write_json
-    from arithrepro.models.registry import MODELS
+    from arithrepro.models.registry import spec_of
     from arithrepro.tasks.registry import TASKS
 
     known = config.profiles(conf_dir)
@@ -80,7 +80,7 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
                 click.echo(f"estimate: timing {profile} {job.task} {job.label}", err=True)
                 timer = _validation(built, device)
                 timings[key] = Timing(time_steps(built.net, built.batches, built.cfg, warmup,
-                                                 steps, MODELS[built.arch["model"]]),
+                                                 steps, spec_of(built.arch)),
                                       timer(built.net))
             rows.append(Projection(job.task, job.label, job.runs, built.batches.steps,
                                    validations(built.batches, built.cfg), timings[key]))
@@ -127,6 +127,7 @@ def _precision_note(precisions: dict) -> str:
 def _jobs(params: dict, tasks, device: str, precisions: dict):
     """Every run shape of the params: a task's runs that differ in their seed only are one
     job, built on data made in memory (`Task.trial`)."""
+    from arithrepro import bench
     from arithrepro.runs import Placement
     from arithrepro.tasks.registry import TASKS
 
@@ -135,12 +136,12 @@ def _jobs(params: dict, tasks, device: str, precisions: dict):
         where = Placement(device, precisions[name], bool(params["compile"]),
                           bool(params["graphs"]) and device.startswith("cuda"))
         groups = {}
-        for run in task.runs(params):
-            groups.setdefault((run.group, run.model, run.label), []).append(run)
+        for run in [*task.runs(params), *(bench.runs(task, params) if task.grid else [])]:
+            groups.setdefault((run.home, run.group, run.model, run.label), []).append(run)
         for runs in groups.values():
             run = runs[0]
-            yield Job(name, f"{run.model}-{run.label}", len(runs),
-                      lambda run=run, task=task, where=where: task.trial(run, params, where))
+            yield Job(name, f"{run.model}-{run.label}" + (" (bench)" if run.home else ""),
+                      len(runs), lambda run=run, task=task, where=where: task.trial(run, params, where))
 
 
 def _shape(task: str, built, compile_) -> str:

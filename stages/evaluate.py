@@ -11,8 +11,10 @@ from arithrepro.stages.common import (cell_options, data_params, done, friendly_
 @click.command("evaluate")
 @params_option
 @cell_options
+@click.option("--bench", is_flag=True, help="A benchmark cell (arithrepro/bench.py): --size is "
+                                            "bench.sizes.<model>.")
 @friendly_errors
-def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> None:
+def evaluate(params_path: str, task: str, model: str, size: str, seed: int, bench: bool) -> None:
     """Score a trained cell: expr decodes the test and OOD sets (greedy, cached); abacus
     decodes the digits x digits grid at each inference recurrence count; looped classifies
     every position at each evaluation length.
@@ -20,7 +22,8 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     Reads params: device, cpu, <task>.{eval,data};
     runs/<task>/<cell>/{model.pt,train.json}; data/<task>/.
     Writes metrics/<task>/runs/<cell>.json (the run's record: params, accuracies,
-    best_val_loss, train_seconds, ...) and plots/<task>/eval/<cell>.csv.
+    best_val_loss, train_seconds, ...) and plots/<task>/eval/<cell>.csv; a benchmark cell,
+    the same under runs/bench/, metrics/bench/ and plots/bench/.
     """
     import time
 
@@ -33,11 +36,19 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
     from arithrepro.provenance import provenance
     from arithrepro.tasks.registry import TASKS
 
+    from arithrepro import runs
+    from arithrepro.params_reads import unrecorded
+
     params = config.load(params_path)
     cpu.apply(params["cpu"])
-    c = config.cell(params, task, model, size, seed)
+    if bench:
+        config.grid_task(task)
+        spec = runs.find(TASKS[task], unrecorded(params), f"{model}-{size}-{seed}", bench=True)
+    else:
+        c = config.cell(params, task, model, size, seed)
+        spec = runs.RunSpec(task, c.model, c.size, c.seed)
     t = TASKS[task]
-    run_dir = paths.run(task, c.name)
+    run_dir = spec.dir
     ckpt = run_dir / "model.pt"
     if not ckpt.is_file():
         raise FileNotFoundError(f"{ckpt}: missing; run `arithrepro train` for this cell first")
@@ -54,13 +65,14 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int) -> N
                                      "data": data_params(params, task)},
                                     device=device, precision="fp32")
     t0 = time.perf_counter()
-    with tqdm(total=t.eval_count(params, net), desc=f"evaluate {task} {c.name}", unit="problem",
+    with tqdm(total=t.eval_count(params, net), desc=f"evaluate {task} {spec.name}", unit="problem",
               dynamic_ncols=True) as bar:
         metrics, rows = t.evaluate(net, params, paths.data(task), device, progress=bar.update)
     record.update(metrics)
     record["eval_seconds"] = time.perf_counter() - t0
     record["provenance"] = origin
-    write_frame(paths.evaluation(task, c.name), pd.DataFrame(rows))
-    write_json(paths.record(task, c.name), record)
+    write_frame(spec.evaluation, pd.DataFrame(rows))
+    write_json(spec.record, record)
     shown = ", ".join(f"{k} {100 * record[k]:.2f} %" for k in t.headline if k in record)
-    done(f"evaluate {task} {c.name}: {shown} in {record['eval_seconds']:.1f} s")
+    done(f"evaluate {task} {'bench ' if bench else ''}{spec.name}: {shown} in "
+         f"{record['eval_seconds']:.1f} s")

@@ -10,9 +10,10 @@ from arithrepro.stages.common import TaskName, done, friendly_errors, params_opt
 @click.command("train")
 @params_option
 @click.option("--task", required=True, type=TaskName(), help="The task.")
+@click.option("--bench", is_flag=True, help="RUN is a benchmark cell (arithrepro/bench.py).")
 @click.argument("names", metavar="RUN...", nargs=-1, required=True)
 @friendly_errors
-def train(params_path: str, task: str, names: tuple[str, ...]) -> None:
+def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> None:
     """Train RUN, one run of the task (<model>-<label>-<seed>: gpt-small-0,
     lstm-std-data.r0.3-0, rnn-s20-0; each is a cell of a train stage in dvc.yaml), resuming from
     its checkpoint if it was cut short. Several RUNs of one configuration that differ in their
@@ -21,7 +22,7 @@ def train(params_path: str, task: str, names: tuple[str, ...]) -> None:
 
     Reads params: device, precision, compile, graphs, cpu and what the task reads of the run (dvc.yaml's
     train-<task> stages list the keys exactly), and data/<task>/.
-    Writes runs/<task>/[<study>/]<run>/{model.pt,train.json} and, while the run goes on, its
+    Writes runs/[bench/]<task>/[<study>/]<run>/{model.pt,train.json} and, while the run goes on, its
     live/ folder (dvclive: train/loss and train/lr per step, val/* at every validation, the
     run's params; arithrepro/live.py); modular and charlm runs also write their records under
     metrics/<task>/runs/ (and modular its curve under plots/modular/curves/). checkpoint.pt, in
@@ -40,7 +41,7 @@ def train(params_path: str, task: str, names: tuple[str, ...]) -> None:
     if task not in TASKS:
         raise config.ParamsError(f"--task = {task!r}: expected one of {', '.join(TASKS)}")
     t = TASKS[task]
-    specs = [runs.find(t, unrecorded(params), name) for name in names]
+    specs = [runs.find(t, unrecorded(params), name, bench) for name in names]
     if len(set(names)) < len(names):
         raise ValueError(f"runs {' '.join(names)}: a run named twice")
     device, precision = config.placement(params, task)

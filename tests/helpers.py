@@ -147,13 +147,13 @@ def overridden(block: dict, over: dict) -> dict:
 
 # The registered models' test shapes (tests/test_model_contract.py checks every model at them).
 CONTRACT_DIMS = {
-    "lm": {"vocab_size": 11, "max_len": 12, "pad_id": 10},
+    "tokens": {"vocab_size": 11, "max_len": 12, "pad_id": 10},
     # Digits 0-9, then two other tokens and <pad>. eval_run (4) >= offset_k - 1 + train_run
     # (2 - 1 + 3): the Abacus table has eval_run + 1 rows (row 0: not a digit), and runs of
     # eval_run digits reach every row.
-    "abacus-lm": {"vocab_size": 13, "max_len": 12, "pad_id": 12, "digit_ids": list(range(10)),
+    "digit-tokens": {"vocab_size": 13, "max_len": 12, "pad_id": 12, "digit_ids": list(range(10)),
                   "train_run": 3, "eval_run": 4},
-    "classifier": {"base": 5, "classes": 5, "max_len": 8},
+    "pairs": {"base": 5, "classes": 5, "max_len": 8},
 }
 
 # Each registered model at its test size: width d = 8 throughout.

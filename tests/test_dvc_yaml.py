@@ -39,7 +39,24 @@ def test_every_stage_depends_on_its_familys_code_file_and_on_no_source():
 
 
 def test_code_deps_knows_exactly_the_pipelines_families():
-    assert set(families()) == {family_of(s.addressing) for s in stages()} - {"code-deps"}
+    """The stages DVC lists, and those params.yaml's empty lists leave without cells: the
+    benchmark's (bench.seeds) and the LLM's (llm.endpoints)."""
+    from arithrepro.bench import pairs
+
+    bench = {f"{step}-bench-{t}-{m}" for t, m in pairs() for step in ("train", "evaluate")}
+    bench.add("llm-expr")
+    assert set(families()) - bench == {family_of(s.addressing) for s in stages()} - {"code-deps"}
+    assert bench <= set(families())
+
+
+def test_a_benchmark_cell_runs_its_models_code_and_no_other():
+    """train-bench-looped-lstm builds the LSTM through the pairs adapter: recurrent.py and
+    forms.py, not the encoders of the looped task's own grid nor the other token models."""
+    files = set(code_files(ROOT, "train", "looped", models=("lstm",)))
+    assert {"arithrepro/models/recurrent.py", "arithrepro/models/forms.py",
+            "arithrepro/tasks/looped.py", "arithrepro/bench.py"} <= files
+    assert not files & {"arithrepro/models/looped.py", "arithrepro/models/retran.py",
+                        "arithrepro/models/abacus.py"}
 
 
 def test_a_cell_runs_its_tasks_and_models_code_only():

@@ -30,7 +30,7 @@ def copies(name: str, dropout: float = 0.0) -> list:
     out = []
     for seed in range(E):
         torch.manual_seed(seed)
-        model = build_model(name, SIZES[name], dropout=dropout, **DIMS[MODELS[name].kind])
+        model = build_model(name, SIZES[name], dropout=dropout, **DIMS[MODELS[name].form])
         if name == "abacus":
             model.positions.offset_k = 1
         out.append(model)
@@ -38,11 +38,11 @@ def copies(name: str, dropout: float = 0.0) -> list:
 
 
 def batch(name: str, seed: int, B: int = 4):
-    """(x, y, mask) for the model's kind, trailing padding in a language model's rows."""
+    """(x, y, mask) for the model's form, trailing padding in a language model's rows."""
     g = torch.Generator().manual_seed(100 + seed)
-    dims = DIMS[MODELS[name].kind]
-    kind = MODELS[name].kind
-    if kind == "classifier":
+    dims = DIMS[MODELS[name].form]
+    form = MODELS[name].form
+    if form == "pairs":
         x = torch.randint(0, dims["base"], (B, 6, 2), generator=g)
         y = torch.randint(0, dims["classes"], (B, 6), generator=g)
         return x, y, torch.ones(B, 6, dtype=torch.bool)
@@ -51,7 +51,7 @@ def batch(name: str, seed: int, B: int = 4):
     y = torch.randint(0, 10, (B, T), generator=g)
     lengths = torch.randint(2, T + 1, (B,), generator=g)
     mask = torch.arange(T) < lengths[:, None]
-    if kind == "abacus-lm":  # digit runs no longer than the Abacus table's training reach
+    if form == "digit-tokens":  # digit runs no longer than the Abacus table's training reach
         x[:, 2::3] = 10
     x[~mask] = dims["pad_id"]
     return x, y, mask
@@ -62,8 +62,8 @@ def loss_of(logits, y, mask):
 
 
 def pad_of(name: str):
-    kind = MODELS[name].kind
-    return None if kind == "classifier" else {"x": DIMS[kind]["pad_id"]}
+    form = MODELS[name].form
+    return None if form == "pairs" else {"x": DIMS[form]["pad_id"]}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -145,8 +145,8 @@ def test_lamb_gets_a_trust_ratio_per_copy_and_gate():
 
 def test_other_architectures_are_refused():
     torch.manual_seed(0)
-    a = build_model("gpt", SIZES["gpt"], dropout=0.0, **DIMS["lm"])
-    b = build_model("gpt", {**SIZES["gpt"], "d_ff": 32}, dropout=0.0, **DIMS["lm"])
+    a = build_model("gpt", SIZES["gpt"], dropout=0.0, **DIMS["tokens"])
+    b = build_model("gpt", {**SIZES["gpt"], "d_ff": 32}, dropout=0.0, **DIMS["tokens"])
     with pytest.raises(ValueError, match="copy 1: not the same architecture"):
         Ensemble([a, b])
 
@@ -391,7 +391,7 @@ def test_retrans_copies_layer_is_each_copys_fused_layer(dropout):
     out = ens(X)
     (out * M.unsqueeze(-1)).sum().backward()
     if dropout:
-        assert out.shape == (E, *X.shape[1:], DIMS["lm"]["vocab_size"])
+        assert out.shape == (E, *X.shape[1:], DIMS["tokens"]["vocab_size"])
         return
     for e, m in enumerate(models):
         ref = m.train()(X[e])

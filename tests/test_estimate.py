@@ -91,10 +91,16 @@ def test_estimate_projects_every_task_of_the_smoke_profile(tmp_path, smoke_param
         assert r["total_s"] == pytest.approx(r["runs"] * r["run_s"])
     params = smoke_params
     e = params["expr"]
-    assert sum(r["runs"] for r in by_task["expr"]) == len(e["models"]) * len(e["sizes"]) * len(e["seeds"])
-    assert {r["label"] for r in by_task["looped"]} == {"standard-notebook", "looped-notebook"}
-    assert [r["steps"] for r in by_task["looped"]] == [8, 8]
-    assert [r["validations"] for r in by_task["looped"]] == [2, 2]  # steps 4 and 8
+    own = {t: [r for r in rows if not r["label"].endswith(" (bench)")] for t, rows in by_task.items()}
+    assert sum(r["runs"] for r in own["expr"]) == len(e["models"]) * len(e["sizes"]) * len(e["seeds"])
+    assert {r["label"] for r in own["looped"]} == {"standard-notebook", "looped-notebook"}
+    assert [r["steps"] for r in by_task["looped"]] == [8] * 6   # its own two, the benchmark's four
+    assert [r["validations"] for r in by_task["looped"]] == [2] * 6  # steps 4 and 8
+    # the benchmark's cells (the smoke profile runs them on one seed), beside each task's own
+    from arithrepro import bench
+
+    assert {r["label"] for r in by_task["looped"]} - {r["label"] for r in own["looped"]} == {
+        f"{m}-{params['bench']['sizes'][m]} (bench)" for m in ("gpt", "lstm", "retran", "abacus")}
     assert {r["label"] for r in by_task["charlm"]} == {
         f"{m}-s16" for m in ("rnn", "multi-rnn", "gru", "transformer-1", "transformer-8")}
     assert all(r["steps"] == 6 and r["validations"] == 2 for r in by_task["charlm"])
@@ -102,7 +108,8 @@ def test_estimate_projects_every_task_of_the_smoke_profile(tmp_path, smoke_param
     from arithrepro.tasks.registry import TASKS
 
     for name, task in TASKS.items():
-        assert sum(r["runs"] for r in by_task[name]) == len(task.runs(params)), name
+        cells = task.runs(params) + (bench.runs(task, params) if task.grid else [])
+        assert sum(r["runs"] for r in by_task[name]) == len(cells), name
     assert len(TASKS["modular"].runs(params)) == 11
 
 

@@ -81,15 +81,15 @@ def test_an_ensembles_static_step_trains_each_copy_as_alone(tmp_path):
 
 
 def _tiny_batch(name: str, B: int = 6):
-    kind = MODELS[name].kind
-    dims = DIMS[kind]
+    form = MODELS[name].form
+    dims = DIMS[form]
     g = torch.Generator().manual_seed(0)
-    if kind == "classifier":
+    if form == "pairs":
         x = torch.randint(0, dims["base"], (B, 5, 2), generator=g)
         return x, torch.randint(0, dims["classes"], (B, 5), generator=g), torch.ones(B, 5, dtype=torch.bool)
     T = 9
     x = torch.randint(0, 10, (B, T), generator=g)
-    x[:, 2::3] = 11 if kind == "abacus-lm" else x[:, 2::3]
+    x[:, 2::3] = 11 if form == "digit-tokens" else x[:, 2::3]
     mask = torch.arange(T) < torch.randint(3, T + 1, (B, 1), generator=g)
     x[~mask] = dims["pad_id"]
     return x, torch.randint(0, 10, (B, T), generator=g), mask
@@ -99,7 +99,7 @@ def _tiny_batch(name: str, B: int = 6):
 def test_the_static_step_reads_nothing_from_the_device(name):
     progressive = name == "abacus"
     cfg = _cfg(graphs=True, progressive=progressive)
-    model = helpers.build(name, SIZES[name], dropout=0.1, **DIMS[MODELS[name].kind]).train()
+    model = helpers.build(name, SIZES[name], dropout=0.1, **DIMS[MODELS[name].form]).train()
     if name == "looped":
         model.extra_loops = 2
     parts = Parts.of(model, cfg, 10, 1, MODELS[name])

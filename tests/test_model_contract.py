@@ -28,7 +28,7 @@ from arithrepro.models.registry import MODELS, ModelSpec
 from arithrepro.models.transformer import Attention
 from tests import helpers
 
-# What a task hands each kind of model, shrunk. The sequences the checks feed are max_len long:
+# What a task hands each form of model, shrunk. The sequences the checks feed are max_len long:
 # learned positions (nanogpt, standard) get a gradient only at the positions a batch reaches.
 DIMS, SIZES = helpers.CONTRACT_DIMS, helpers.CONTRACT_SIZES
 
@@ -78,10 +78,10 @@ TRACERS = [n for n, s in MODELS.items() if s.traces]
 # --- inputs ----------------------------------------------------------------------------------
 
 def build(name: str, size: dict) -> nn.Module:
-    """The registered model at `size` with its kind's test dims, seeded, without dropout and in
+    """The registered model at `size` with its form's test dims, seeded, without dropout and in
     eval mode (the abacus positions then get no random offset), so its outputs depend on its
     input alone."""
-    return helpers.build(name, size, dropout=0.0, **DIMS[MODELS[name].kind]).eval()
+    return helpers.build(name, size, dropout=0.0, **DIMS[MODELS[name].form]).eval()
 
 
 def registered(name: str) -> nn.Module:
@@ -90,36 +90,36 @@ def registered(name: str) -> nn.Module:
     return build(name, SIZES[name])
 
 
-def token_groups(kind: str) -> list[list[int]]:
+def token_groups(form: str) -> list[list[int]]:
     """Tokens that may stand in for each other in a test input. <pad> is none of them: a model
     meets it only as trailing padding (no real output reads it, the recurrent cores skip it), and
     in the middle it would hold a recurrent state while decoding but not in a full forward.
     Abacus inputs keep digits apart from other tokens, so that digit runs keep their length."""
-    d = DIMS[kind]
+    d = DIMS[form]
     tokens = [t for t in range(d["vocab_size"]) if t != d["pad_id"]]
-    if kind == "abacus-lm":
+    if form == "digit-tokens":
         return [d["digit_ids"], [t for t in tokens if t not in d["digit_ids"]]]
     return [tokens]
 
 
-def inputs(kind: str, batch: int = 3, seed: int = 0) -> torch.Tensor:
+def inputs(form: str, batch: int = 3, seed: int = 0) -> torch.Tensor:
     """A batch of max_len positions holding every token but <pad> (every digit in both operands
     for an encoder), so that every row of every embedding table is read: language models
     (batch, max_len) token ids, encoders (batch, max_len, 2) digit pairs."""
-    d = DIMS[kind]
+    d = DIMS[form]
     T = d["max_len"]
     g = torch.Generator().manual_seed(seed)
-    if kind == "classifier":
+    if form == "pairs":
         base = d["base"]
         assert T >= base, "a row must hold every digit"
         x = torch.randint(0, base, (batch, T, 2), generator=g)
         x[0, :, 0] = torch.arange(T) % base
         x[0, :, 1] = torch.arange(T).flip(0) % base
         return x
-    if kind == "abacus-lm":
+    if form == "digit-tokens":
         # runs of eval_run digits (the table's last row) split by one other token, each row
         # starting elsewhere in the digits
-        digits, others = token_groups(kind)
+        digits, others = token_groups(form)
         run = d["eval_run"]
         x = torch.empty(batch, T, dtype=torch.long)
         for b in range(batch):
@@ -132,21 +132,21 @@ def inputs(kind: str, batch: int = 3, seed: int = 0) -> torch.Tensor:
                     x[b, t] = others[(n_others + b) % len(others)]
                     n_others += 1
         return x
-    (tokens,) = token_groups(kind)
+    (tokens,) = token_groups(form)
     assert len(tokens) <= T, "a row must hold every token"
     x = torch.tensor(tokens)[torch.randint(0, len(tokens), (batch, T), generator=g)]
     x[0, :len(tokens)] = torch.tensor(tokens)
     return x
 
 
-def changed_at(kind: str, x: torch.Tensor, p: int) -> torch.Tensor:
+def changed_at(form: str, x: torch.Tensor, p: int) -> torch.Tensor:
     """x with position p of every row changed: another token of the same group, or the first
     digit of an encoder's pair plus one."""
     y = x.clone()
-    if kind == "classifier":
-        y[:, p, 0] = (y[:, p, 0] + 1) % DIMS[kind]["base"]
+    if form == "pairs":
+        y[:, p, 0] = (y[:, p, 0] + 1) % DIMS[form]["base"]
         return y
-    for group in token_groups(kind):
+    for group in token_groups(form):
         for i, t in enumerate(group):
             y[:, p][x[:, p] == t] = group[(i + 1) % len(group)]
     assert (y[:, p] != x[:, p]).all()
@@ -170,9 +170,9 @@ CHANGED = 1e-7
 def check_shapes(model: nn.Module, spec: ModelSpec) -> None:
     """(batch, positions, classes or vocabulary) logits, all finite, at max_len positions and at
     fewer (tasks' batches are mostly shorter than a model's longest)."""
-    d = DIMS[spec.kind]
-    classes = d["classes"] if spec.kind == "classifier" else d["vocab_size"]
-    x = inputs(spec.kind)
+    d = DIMS[spec.form]
+    classes = d["classes"] if spec.form == "pairs" else d["vocab_size"]
+    x = inputs(spec.form)
     for T in (d["max_len"], d["max_len"] // 2 + 1):
         with torch.no_grad():
             out = model(x[:, :T])
@@ -184,12 +184,12 @@ def check_causal(model: nn.Module, spec: ModelSpec) -> None:
     """A change at position p leaves every output before p as it was (nothing flows from the
     future) and changes the output at p and at every later position (the model reads its
     context: one that ignored it would change at p alone)."""
-    x = inputs(spec.kind)
+    x = inputs(spec.form)
     T = x.size(1)
     with torch.no_grad():
         out = model(x)
         for p in (1, T // 2, T - 1):
-            new = model(changed_at(spec.kind, x, p))
+            new = model(changed_at(spec.form, x, p))
             torch.testing.assert_close(new[:, :p], out[:, :p], rtol=0, atol=1e-6)
             moved = changes(new, out)[:, p:]
             assert (moved > CHANGED).all(), f"a change at {p} does not reach: {moved}"
@@ -200,10 +200,10 @@ def check_encoder_reach(model: nn.Module, spec: ModelSpec) -> None:
     changes the outputs at p and p + 1. (Not every position: the looped encoder moves a change
     one position per loop, shrinking it each time, and at these sizes it fades below float32's
     resolution within a few positions.)"""
-    x = inputs(spec.kind)
+    x = inputs(spec.form)
     p = x.size(1) // 2
     with torch.no_grad():
-        moved = changes(model(changed_at(spec.kind, x, p)), model(x))[:, p:p + 2]
+        moved = changes(model(changed_at(spec.form, x, p)), model(x))[:, p:p + 2]
     assert (moved > CHANGED).all(), f"a change at {p} does not reach {p} and {p + 1}: {moved}"
 
 
@@ -214,7 +214,7 @@ def check_gradients(model: nn.Module, spec: ModelSpec) -> None:
     learned position (sequences are max_len long), every Abacus position (runs as long as the
     table, no random training offset in eval mode), every digit in both slots of an encoder's
     pairs. One row is exempt: <pad>'s token row, as the batch holds no <pad> (see token_groups)."""
-    x = inputs(spec.kind)
+    x = inputs(spec.form)
     g = torch.Generator().manual_seed(1)
     model.zero_grad(set_to_none=True)
     logits = model(x)
@@ -228,8 +228,8 @@ def check_gradients(model: nn.Module, spec: ModelSpec) -> None:
         if not isinstance(module, nn.Embedding):
             continue
         unread = (module.weight.grad == 0).all(1).nonzero().flatten().tolist()
-        if module is getattr(model, "embed", None) and spec.kind != "classifier":
-            unread = [t for t in unread if t != DIMS[spec.kind]["pad_id"]]
+        if module is getattr(model, "embed", None) and spec.form != "pairs":
+            unread = [t for t in unread if t != DIMS[spec.form]["pad_id"]]
         assert not unread, f"{name}: rows {unread} get no gradient"
 
 
@@ -238,7 +238,7 @@ def check_decoding(model: nn.Module, spec: ModelSpec) -> None:
     the full forward's logits. The state is made for more positions than the sequence fills, as
     greedy decoding makes it for the longest prompt plus the answer."""
     assert callable(getattr(model, "init_state", None)), "declares decodes but has no init_state"
-    x = inputs(spec.kind)
+    x = inputs(spec.form)
     B, T = x.shape
     with torch.no_grad():
         full = model(x)
@@ -252,7 +252,7 @@ def check_trace(model: nn.Module, spec: ModelSpec) -> None:
     """Declared `traces`: trace() returns the forward's logits, and one causal attention map
     (batch, heads, T, T) per attention the forward applies (every layer, every recurrence), each
     with its attention's heads, with the hidden state (batch, T, d) before and after each."""
-    x = inputs(spec.kind)
+    x = inputs(spec.form)
     B, T = x.shape
     applied = []  # the heads of each attention applied, in order
     hooks = [m.register_forward_hook(lambda m, *_: applied.append(m.heads))
@@ -275,7 +275,7 @@ def check_trace(model: nn.Module, spec: ModelSpec) -> None:
 
 
 def check_contract(name: str, size: dict, expected_params: int) -> None:
-    """Every check that applies to the registered model's kind and capabilities."""
+    """Every check that applies to the registered model's form and capabilities."""
     spec = MODELS[name]
     model = build(name, size)
     assert count_params(model) == expected_params
@@ -403,14 +403,27 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
         p["expr"]["models"].append("toy")
         p["models"]["toy"] = {"lr": 0.01, "dropout": 0.0, "micro_batches": 1,
                               "sizes": {s: tiny for s in ("small", "medium", "large")}}
+        p["bench"]["sizes"]["toy"] = "small"
     with pytest.raises(ParamsError, match=r"models\.toy: unknown key"):  # not a model yet
         config.validate(params)
 
     # the one registry line
-    monkeypatch.setitem(MODELS, "toy", ModelSpec(toy.build, "lm", ("d_model", "layers")))
+    monkeypatch.setitem(MODELS, "toy", ModelSpec(toy.build, "tokens", ("d_model", "layers")))
 
     config.validate(params)
     assert config.cell(params, "expr", "toy", "small", 0).name == "toy-small-0"
+
+    # the benchmark: its cells on every task whose form it takes (the abacus task's tokens, the
+    # looped task's pairs through the adapter), as stages of dvc.yaml
+    from arithrepro import bench, pipeline
+
+    assert [t for t, m in bench.pairs() if m == "toy"] == ["abacus", "looped"]
+    params["bench"]["seeds"] = [0]
+    assert [s.dir.as_posix() for s in bench.runs(TASKS["looped"], params) if s.model == "toy"] \
+        == ["runs/looped/bench/toy-small-0"]
+    dvc_yaml = pipeline.as_yaml()
+    for stage in ("train-bench-abacus-toy:", "evaluate-bench-looped-toy:"):
+        assert f"\n  {stage}\n" in dvc_yaml
 
     # the contract
     check_contract("toy", TOY_SIZE, TOY_COUNT)
@@ -439,8 +452,8 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
 
 @pytest.mark.parametrize("change,message", [
     ({"cost": "", "gates": 0}, "charlm prices its models, but gru declares no cost formula"),
-    ({"sizes": "models"}, "charlm builds gru, a lm model sized by models; it takes lm models "
-                          "sized by the run"),
+    ({"sizes": "models"}, "charlm builds gru, a tokens model sized by models; it offers tokens "
+                          "and takes models sized by the run"),
     ({"decodes": False}, "charlm decodes token by token, but model gru declares decodes=False"),
 ])
 def test_a_task_refuses_a_model_that_lacks_what_it_needs(monkeypatch, change, message):

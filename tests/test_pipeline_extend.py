@@ -51,8 +51,12 @@ def test_a_new_task_runs_through_the_real_stages(tmp_path):
 
     stages = set(sh(["dvc", "stage", "list", "--name-only"], here).split())
     cell = "standard-notebook-0"
+    # and the benchmark's cells on it: the token models through the pairs adapter (the smoke
+    # profile's one seed)
+    bench = {f"{step}-bench-subtraction-{m}@0" for step in ("train", "evaluate")
+             for m in ("gpt", "lstm", "retran", "abacus")}
     assert stages - before == {"generate-subtraction", f"train-subtraction@{cell}",
-                               f"evaluate-subtraction@{cell}", "report-subtraction"}
+                               f"evaluate-subtraction@{cell}", "report-subtraction", *bench}
     out = sh(["dvc", "repro", "report-subtraction"], here, **env)
     assert ran_stages(out) == {"code-deps", "generate-subtraction", f"train-subtraction@{cell}",
                                f"evaluate-subtraction@{cell}", "report-subtraction"}

@@ -2,13 +2,15 @@
 
 A builder is called as `build(size, dropout=..., **dims)`: `size` holds the architecture fields
 (`size_fields`, from models.<name>.sizes.<size> for grid models, from the task's block for the
-others) plus the `budget_fields` a task's budget sets in <task>.model (the abacus width); `dims` are what the
-task provides. `kind` says which dims: "lm" models take token sequences (vocab_size, max_len,
-pad_id), "abacus-lm" ones also which tokens are digits and the longest digit runs, and
-"classifier" models take digit pairs and classify each position. A task accepts one kind.
-`sizes` says where a model's architecture comes from: "models" (models.<name>.sizes.<size>, the
-grid tasks' models) or "run" (the run's own configuration: a modular study's, a charlm
-architecture's); a task names the "run" models it builds itself (`Task.own_models`).
+others) plus the `budget_fields` a task's budget sets in <task>.model (the abacus width: the
+task that declares it sizes the model, `GridTask.sizes_models`, sets it on every task). `form` says which dims: the form of
+samples the model takes (models/forms.py: tokens, digit-tokens or pairs), and a builder gets that
+form's dims alone. A task offers forms; a model meets a task that offers its form directly, or
+through an adapter (forms.ADAPTERS: a token model on digit pairs), and `build_model(...,
+form=<the task's>)` builds it so. `sizes` says where a model's architecture comes from: "models"
+(models.<name>.sizes.<size>, the grid tasks' models) or "run" (the run's own configuration: a
+modular study's, a charlm architecture's); a task names the "run" models it builds itself
+(`Task.own_models`).
 
 Capabilities, declared here so no caller tests a model's name (checked when the table is built):
 - decodes: has `init_state`, so it generates token by token with a cache (expr, abacus, charlm
@@ -22,6 +24,8 @@ Capabilities, declared here so no caller tests a model's name (checked when the 
   needs; the encoders see both ways);
 - prunes_outputs: forward(outputs_from=n) skips the work of positions before n (a causal
   transformer's last block) instead of computing them and dropping their outputs;
+- loops: its block stack runs `recurrences` times with exits in between (the progressive
+  loss trains them; a task's `progressive` asks it of such models only);
 - eager: why torch.compile cannot run it ("" when it can): the loop runs it eager, with a warning.
 """
 
@@ -32,9 +36,9 @@ from typing import Any, Callable
 
 from arithrepro.io import ArtifactError
 from arithrepro.models import abacus, looped, recurrent, retran, transformer
+from arithrepro.models.forms import ADAPTERS, FORMS, adapted_spec, dims_of
 from arithrepro.schema import Optional, ParamsError, integer
 
-KINDS = ("lm", "abacus-lm", "classifier")
 COSTS = ("", "attention", "recurrent")
 CONTEXTS = ("any", "max_len")
 
@@ -42,7 +46,7 @@ CONTEXTS = ("any", "max_len")
 @dataclass(frozen=True)
 class ModelSpec:
     build: Callable[..., Any]   # build(size, *, dropout, **dims) -> nn.Module
-    kind: str
+    form: str
     size_fields: tuple[str, ...]
     budget_fields: tuple[str, ...] = ()
     optional_fields: tuple[str, ...] = ()  # size fields that may be left out or 0
@@ -55,21 +59,23 @@ class ModelSpec:
     gates: int = 0
     causal: bool = True
     prunes_outputs: bool = False
+    loops: bool = False     # a block stack run `recurrences` times (the progressive loss's exits)
     eager: str = ""
 
     def check(self, name: str) -> None:
         """TypeError naming the model if its declaration contradicts itself."""
         problems = [
             not callable(self.build) and "its builder is not callable",
-            self.kind not in KINDS and f"kind {self.kind!r} is not one of {', '.join(KINDS)}",
+            self.form not in FORMS and f"form {self.form!r} is not one of {', '.join(FORMS)}",
             not self.size_fields and "it declares no size fields",
             self.context not in CONTEXTS and f"context {self.context!r} is not one of {', '.join(CONTEXTS)}",
             self.cost not in COSTS and f"cost {self.cost!r} is not one of {', '.join(COSTS[1:])}",
             (self.cost == "recurrent") != (self.gates > 0) and "recurrent cost needs gates >= 1 (and only it)",
             self.sizes not in ("models", "run") and f"sizes {self.sizes!r} is not models or run",
-            self.traces and self.kind == "classifier" and "only language models trace attention",
+            self.traces and self.form == "pairs" and "only language models trace attention",
             self.prunes_outputs and not self.causal and "only a causal model prunes outputs",
-            self.kind != "classifier" and not self.causal and "a language model is causal",
+            self.loops and "recurrences" not in self.size_fields and "a looped model sizes its recurrences",
+            self.form != "pairs" and not self.causal and "a language model is causal",
         ]
         for problem in problems:
             if problem:
@@ -103,44 +109,52 @@ class ModelSpec:
 _ATTN = ("d_model", "d_ff", "d_sa", "layers", "heads")
 
 MODELS: dict[str, ModelSpec] = {
-    "gpt": ModelSpec(transformer.build, "lm", _ATTN, rotary=True, traces=True,
+    "gpt": ModelSpec(transformer.build, "tokens", _ATTN, rotary=True, traces=True,
                      prunes_outputs=True),
-    "lstm": ModelSpec(recurrent.build, "lm", ("d_model", "d_ff", "layers")),
-    "retran": ModelSpec(retran.build, "lm", _ATTN, rotary=True,
+    "lstm": ModelSpec(recurrent.build, "tokens", ("d_model", "d_ff", "layers")),
+    "retran": ModelSpec(retran.build, "tokens", _ATTN, rotary=True,
                         eager="torch.compile cannot trace the in-place cache writes that ReTran's "
                               "saved-tensor hooks allow, and would unroll T x layers steps"),
-    "abacus": ModelSpec(abacus.build, "abacus-lm", ("block_layers", "recurrences"),
-                        budget_fields=("d_model", "d_ff", "heads", "offset_k"), traces=True,
+    "abacus": ModelSpec(abacus.build, "digit-tokens", ("block_layers", "recurrences"),
+                        budget_fields=("d_model", "d_ff", "heads", "offset_k"),
+                        traces=True, loops=True,
                         prunes_outputs=True),
-    "standard": ModelSpec(looped.build_standard, "classifier", ("d_model", "d_ff", "layers", "heads"),
+    "standard": ModelSpec(looped.build_standard, "pairs", ("d_model", "d_ff", "layers", "heads"),
                           decodes=False, causal=False),
-    "looped": ModelSpec(looped.build_looped, "classifier", ("d_model", "d_ff", "heads", "loop_offset"),
+    "looped": ModelSpec(looped.build_looped, "pairs", ("d_model", "d_ff", "heads", "loop_offset"),
                         optional_fields=("extra_loops",), decodes=False, causal=False),
-    "lstm-std": ModelSpec(recurrent.build_standard, "lm", ("d_model", "layers"), sizes="run"),
-    "gpt-sin": ModelSpec(transformer.build_sinusoidal, "lm", ("d_model", "layers", "heads"),
+    "lstm-std": ModelSpec(recurrent.build_standard, "tokens", ("d_model", "layers"), sizes="run"),
+    "gpt-sin": ModelSpec(transformer.build_sinusoidal, "tokens", ("d_model", "layers", "heads"),
                          sizes="run", traces=True, prunes_outputs=True),
-    "rnn": ModelSpec(recurrent.build_rnn, "lm", ("d_embed", "d_model", "layers"), sizes="run",
+    "rnn": ModelSpec(recurrent.build_rnn, "tokens", ("d_embed", "d_model", "layers"), sizes="run",
                      cost="recurrent", gates=1),
-    "gru": ModelSpec(recurrent.build_gru, "lm", ("d_embed", "d_model", "layers"), sizes="run",
+    "gru": ModelSpec(recurrent.build_gru, "tokens", ("d_embed", "d_model", "layers"), sizes="run",
                      cost="recurrent", gates=3),
-    "nanogpt": ModelSpec(transformer.build_nanogpt, "lm", ("d_model", "layers", "heads"),
+    "nanogpt": ModelSpec(transformer.build_nanogpt, "tokens", ("d_model", "layers", "heads"),
                          sizes="run", context="max_len", traces=True, cost="attention",
                          prunes_outputs=True),
 }
 
 
-def build_model(name: str, size: dict, **kwargs) -> Any:
-    return MODELS[name].build(size, **kwargs)
+def build_model(name: str, size: dict, *, dropout: float, form: str | None = None, **dims) -> Any:
+    """The registry model `name` for samples of `form` (None: its own), from the task's dims:
+    built with its form's dims, and wrapped in the adapter from its form to `form`."""
+    spec = MODELS[name]
+    if form in (None, spec.form):
+        return spec.build(size, dropout=dropout, **dims_of(spec.form, dims))
+    adapter = ADAPTERS.get((spec.form, form))
+    if adapter is None or (adapter.needs_causal and not spec.causal):
+        raise TypeError(f"model {name} takes {spec.form}; no adapter gives it {form}")
+    net = spec.build(size, dropout=dropout, **dims_of(spec.form, adapter.model_dims(dims)))
+    return adapter.wrap(net, dims)
 
 
-def architecture(params: dict, task: str, model: str, size: str) -> dict:
-    """A model's architecture fields: its size, plus the fields the task's budget sets in
-    <task>.model (the abacus width)."""
-    arch = dict(params["models"][model]["sizes"][size])
-    if MODELS[model].budget_fields:
-        budget = params[task]["model"]
-        arch.update({k: budget[k] for k in MODELS[model].budget_fields})
-    return arch
+def spec_of(arch: dict) -> ModelSpec:
+    """The registry entry of a built model's architecture ({model, form, ...}) as the training
+    loop and the tasks see it: an adapted model's, where an adapter gives it another form."""
+    spec = MODELS[arch["model"]]
+    form = arch.get("form") or spec.form
+    return adapted_spec(spec, ADAPTERS.get((spec.form, form)), form)
 
 
 for _name, _spec in MODELS.items():
@@ -177,7 +191,8 @@ def load_model(path, keys: tuple[str, ...] = ()) -> tuple[Any, dict]:
     saved dict, which must also hold `keys`."""
     saved = read_saved(path, keys)
     try:
-        net = build_model(saved["model"], saved["size"], dropout=saved["dropout"], **saved["dims"])
+        net = build_model(saved["model"], saved["size"], dropout=saved["dropout"],
+                          form=saved.get("form"), **saved["dims"])
     except Exception as err:
         raise ArtifactError(path, f"cannot build the {saved['model']} it declares "
                                   f"({err})") from None

@@ -144,11 +144,12 @@ class AbacusTask(StreamTask):
     vocab = VOCAB
     pad_id = PAD
     stop_id = END
-    model_kind = "abacus-lm"
+    forms = ("digit-tokens", "tokens")
     precision = "mixed"
     title = "Abacus embeddings and depth for addition beyond the training length"
     findings = FINDINGS
     train_blocks = ("data", "model", "train")
+    sizes_models = ("abacus",)   # abacus.model: the Abacus decoder's width, on every task
     plots = ({"plots/abacus/eval": {"x": "n1", "y": "n2",
                                     "template": "conf/plot_templates/digit_grid.json",
                                     "x_label": "digits of the first operand",
@@ -304,15 +305,17 @@ class AbacusTask(StreamTask):
         prof = params["abacus"]
         g = self.load(data_dir, "grid")
         budget = torch.maximum(g["n1"], g["n2"]) + 2
-        trained = model.recurrences
+        trained, counts = self._recurrences(model, params)
         rows = []
-        for r in sorted({*prof["eval"]["recurrences"], trained}):
-            model.recurrences = r
+        for r in counts:   # a model that does not loop has one count, its own
+            if r != trained:
+                model.recurrences = r
             out = decode_split(model, g["tokens"], g["eq"] + 1, budget, END,
                                prof["eval"]["batch_size"], progress)
             ok = self.correct(out, g["tokens"], g["eq"], g["end"], budget)
             rows += self._cell_rows(r, g["n1"], g["n2"], ok)
-        model.recurrences = trained
+        if counts != [trained]:
+            model.recurrences = trained
         return self._metrics(rows, trained, self._data(params)), rows
 
     @staticmethod
@@ -348,11 +351,19 @@ class AbacusTask(StreamTask):
                                      and row["n2"] == n)
         return {k: v for k, v in m.items() if v == v}
 
+    @staticmethod
+    def _recurrences(model, params: dict) -> tuple[int, list[int]]:
+        """(the trained count, the counts evaluated): a block made to be applied again (input
+        injection) runs at every count abacus.eval asks for; any other model (the benchmark's)
+        at its own depth, written as one recurrence."""
+        if not getattr(getattr(model, "core", None), "inject", False):
+            return 1, [1]
+        trained = model.recurrences
+        return trained, sorted({*params["abacus"]["eval"]["recurrences"], trained})
+
     def eval_count(self, params: dict, model) -> int:
         d = self._data(params)
-        recs = {*params["abacus"]["eval"]["recurrences"],
-                model.recurrences}
-        return len(self._eval_cells(d)) * d["per_cell"] * len(recs)
+        return len(self._eval_cells(d)) * d["per_cell"] * len(self._recurrences(model, params)[1])
 
 
 TASK = AbacusTask()

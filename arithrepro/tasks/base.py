@@ -2,7 +2,8 @@
 around it (stages/, train.py, decoding.py) is shared.
 
 Every task (`Task`) provides:
-    name, model_kind ("lm" | "abacus-lm" | "classifier": the registry models it accepts),
+    name, forms (the forms of samples it offers its models, models/forms.py: tokens,
+    digit-tokens, pairs; a model meets it directly or through an adapter),
     decodes (it generates token by token, so its models must declare `decodes`)
     params_schema()                      its params.yaml block (resolved values)
     dims(setting) -> dict                the model builder's task-dependent arguments
@@ -30,7 +31,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from arithrepro.models.registry import MODELS, architecture, build_model
+from arithrepro.models.forms import meeting, refusal
+from arithrepro.models.registry import MODELS, build_model
 from arithrepro.runs import Built, Placement, RunSpec
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.train import StreamBatches, TrainConfig
@@ -56,7 +58,7 @@ def _size_name(key, value) -> None:
 
 class Task(ABC):
     name = ""
-    model_kind = "lm"
+    forms: tuple[str, ...] = ("tokens",)   # what it can give a model, the first preferred
     grid = False      # a grid task's runs are train/evaluate cells over models x sizes x seeds
     own_models: tuple[str, ...] = ()  # registry models (sizes="run") its runs configure
     needs_cost = False  # its models must declare a cost formula
@@ -81,6 +83,15 @@ class Task(ABC):
     run_keys: tuple[str, ...] = ()
     plots: tuple[dict, ...] = ()
     images: tuple[str, ...] = ()
+
+    @classmethod
+    def form_for(cls, model: str) -> str:
+        """The form of samples `model` is given (an adapter's where it takes another);
+        TypeError in one line where it cannot take this task's."""
+        met = meeting(MODELS[model], cls.forms)
+        if met is None:
+            raise TypeError(refusal(cls.name, cls.forms, model, MODELS[model]))
+        return met[0]
 
     @property
     def record_dirs(self) -> list[str]:
@@ -133,6 +144,8 @@ class GridTask(Task):
     headline = ("id_acc", "ood_acc")
     run_keys = ("models", "sizes", "seeds")
     train_blocks: tuple[str, ...] = ("data", "train")   # the <task> blocks its cells train on
+    # the registry models whose budget fields its <task>.model block sets, on every task
+    sizes_models: tuple[str, ...] = ()
 
     @abstractmethod
     def generate(self, params: dict, out_dir: Path, progress=None) -> str:
@@ -161,13 +174,18 @@ class GridTask(Task):
         cfg = TrainConfig(lr=float(m["lr"]), seed=seed, optimizer=loop["optimizer"],
                           schedule=loop["schedule"], warmup_frac=float(loop["warmup_frac"]),
                           weight_decay=float(loop["weight_decay"]), restore_best=loop["keep"] == "best",
-                          progressive=bool(loop.get("progressive", False)),
+                          # the progressive loss exits a looped block early: only a model
+                          # whose block loops (abacus) has exits to train
+                          progressive=bool(loop.get("progressive", False)) and MODELS[model].loops,
                           val_every=loop["val_every"], checkpoint_every=loop["checkpoint_every"],
                           eval_batch_size=4 * loop["batch_size"], precision=precision,
                           compile=params["compile"], micro_batches=int(m["micro_batches"]),
                           graphs=graphs)
-        arch = {"model": model, "size": architecture(params, self.name, model, size),
-                "dropout": float(m["dropout"]), "dims": self.dims(params)}
+        from arithrepro.tasks.registry import architecture
+
+        arch = {"model": model, "size": architecture(params, model, size),
+                "dropout": float(m["dropout"]), "dims": self.dims(params),
+                "form": self.form_for(model)}
         return arch, cfg
 
     def runs(self, params: dict) -> list[RunSpec]:
@@ -210,7 +228,8 @@ class GridTask(Task):
         import torch
 
         torch.manual_seed(spec.seed)
-        net = build_model(spec.model, arch["size"], dropout=arch["dropout"], **arch["dims"])
+        net = build_model(spec.model, arch["size"], dropout=arch["dropout"], form=arch["form"],
+                          **arch["dims"])
         return net.to(where.device)
 
     def generate_count(self, params: dict) -> int | None:
@@ -232,8 +251,7 @@ class GridTask(Task):
     @classmethod
     def grid_schema(cls) -> dict:
         return {
-            "models": list_of(choice(*(m for m, s in MODELS.items()
-                                        if s.kind == cls.model_kind and s.grid))),
+            "models": list_of(choice(*(m for m, s in MODELS.items() if s.grid))),
             "sizes": list_of(_size_name),
             "seeds": list_of(integer(0, 2**31 - 1)),
         }
@@ -243,14 +261,23 @@ class GridTask(Task):
         """Every size of <task>.sizes exists for every model of <task>.models, and the
         architecture (size + the task's width block) is consistent."""
         for model in params[cls.name]["models"]:
+            spec = MODELS[model]
+            if meeting(spec, cls.forms) is None:
+                raise ParamsError(f"{cls.name}.models: " + refusal(cls.name, cls.forms, model, spec))
+            if spec.form != cls.forms[0]:
+                raise ParamsError(f"{cls.name}.models: {model} takes {spec.form}, not {cls.name}'s "
+                                  f"own form ({cls.forms[0]}); the benchmark trains it on "
+                                  f"{cls.name} (bench.seeds; docs/bench.md)")
             known = params["models"][model]["sizes"]
             for size in params[cls.name]["sizes"]:
                 if size not in known:
                     raise ParamsError(f"{cls.name}.sizes: {size!r} is not a size of {model}; "
                                       f"allowed: {', '.join(known)} (models.{model}.sizes)")
                 if MODELS[model].budget_fields:
-                    MODELS[model].check_size(f"{cls.name}.model",
-                                             architecture(params, cls.name, model, size))
+                    from arithrepro.tasks.registry import architecture, budget_task
+
+                    MODELS[model].check_size(f"{budget_task(model)}.model",
+                                             architecture(params, model, size))
 
     @staticmethod
     def require(data_dir: Path, name: str) -> Path:

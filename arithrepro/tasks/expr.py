@@ -125,6 +125,7 @@ FINDINGS = (
 
 class ExprTask(GridTask):
     name = "expr"
+    forms = ("tokens", "digit-tokens")
     decodes = True
     vocab = VOCAB
     pad_id = PAD
@@ -210,8 +211,13 @@ class ExprTask(GridTask):
         return sum(data_params(params)[k] for k in COUNTS)
 
     def dims(self, params: dict) -> dict:
-        widths = self.widths(data_params(params))  # as written to meta.json
-        return {"vocab_size": len(VOCAB), "max_len": max(widths.values()), "pad_id": PAD}
+        d = data_params(params)
+        widths = self.widths(d)  # as written to meta.json
+        # digit-tokens: a run of digits is at most a whole problem or answer
+        return {"vocab_size": len(VOCAB), "max_len": max(widths.values()), "pad_id": PAD,
+                "digit_ids": [VOCAB.index(c) for c in "0123456789"],
+                "train_run": max(d["max_in"], d["max_out"]),
+                "eval_run": max(d["ood_max_in"], d["max_out"])}
 
     def load(self, data_dir: Path, split: str) -> Split:
         import torch

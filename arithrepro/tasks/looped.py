@@ -86,7 +86,7 @@ FINDINGS = (
 
 class LoopedTask(StreamTask):
     name = "looped"
-    model_kind = "classifier"
+    forms = ("pairs",)
     title = "a looped vs a standard transformer on addition by length"
     findings = FINDINGS
     findings_reads = ("data.train_digits", "data.eval_digits")

@@ -30,7 +30,7 @@ def problems(n: int, digits: int, generator):
 
 class SubtractionTask(StreamTask):
     name = "subtraction"
-    model_kind = "classifier"
+    forms = ("pairs",)
     title = "digit-by-digit subtraction, a toy task"
 
     @classmethod
