@@ -67,14 +67,12 @@ class Placement:
     graphs: bool = False  # each training step a CUDA graph (on a GPU only)
 
 
-def find(task, params: dict, name: str, bench: bool = False) -> RunSpec:
-    """The run of `task` called `name` in these params, one of the benchmark's if `bench`
-    (ValueError naming the ones there are)."""
-    from arithrepro import bench as benchmark
-
-    specs = {s.name: s for s in (benchmark.runs(task, params) if bench else task.runs(params))}
+def find(task, params: dict, name: str, among: list[RunSpec] | None = None) -> RunSpec:
+    """The run of `task` called `name` among `among` (the benchmark's runs of it), else among
+    the task's own runs in these params (ValueError naming the ones there are)."""
+    specs = {s.name: s for s in (task.runs(params) if among is None else among)}
     if name not in specs:
         shown = ", ".join(list(specs)[:12]) + (", ..." if len(specs) > 12 else "") or "none"
-        what = "a benchmark run" if bench else "a run"
+        what = "a run" if among is None else "a benchmark run"
         raise ValueError(f"run {name}: not {what} of {task.name} in these params ({shown})")
     return specs[name]

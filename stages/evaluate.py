@@ -36,6 +36,7 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int, benc
     from arithrepro.provenance import provenance
     from arithrepro.tasks.registry import TASKS
 
+    from arithrepro import bench as benchmark
     from arithrepro import runs
     from arithrepro.params_reads import unrecorded
 
@@ -43,7 +44,8 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int, benc
     cpu.apply(params["cpu"])
     if bench:
         config.grid_task(task)
-        spec = runs.find(TASKS[task], unrecorded(params), f"{model}-{size}-{seed}", bench=True)
+        spec = runs.find(TASKS[task], unrecorded(params), f"{model}-{size}-{seed}",
+                         benchmark.runs(TASKS[task], unrecorded(params)))
     else:
         c = config.cell(params, task, model, size, seed)
         spec = runs.RunSpec(task, c.model, c.size, c.seed)

@@ -32,6 +32,7 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     """
     import torch
 
+    from arithrepro import bench as benchmark
     from arithrepro import config, cpu, runner, runs
     from arithrepro.params_reads import unrecorded
     from arithrepro.tasks.registry import TASKS
@@ -41,7 +42,8 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     if task not in TASKS:
         raise config.ParamsError(f"--task = {task!r}: expected one of {', '.join(TASKS)}")
     t = TASKS[task]
-    specs = [runs.find(t, unrecorded(params), name, bench) for name in names]
+    among = benchmark.runs(t, unrecorded(params)) if bench else None
+    specs = [runs.find(t, unrecorded(params), name, among) for name in names]
     if len(set(names)) < len(names):
         raise ValueError(f"runs {' '.join(names)}: a run named twice")
     device, precision = config.placement(params, task)

@@ -63,8 +63,10 @@ def test_a_pulled_commit_reproduces_without_training(first_run, published):
         assert (here / name).read_bytes() == (gpu / name).read_bytes(), name
     out = sh(["dvc", "exp", "run", *SMOKE, "-S", "abacus.eval.recurrences=[1,2,3]"],
              here)
+    # the benchmark's cells on the abacus task read its evaluation block too, and its report
+    bench = {f"evaluate-bench-abacus-{m}@0" for m in ("gpt", "lstm", "retran")}
     assert ran_stages(out) == {"evaluate-abacus@abacus-l2r2-0", "aggregate-tables",
-                               "report-abacus", "results"}
+                               "report-abacus", "results", "report-bench", *bench}
     assert "acc_r3" in json.loads((here / "metrics/summary.json").read_text())["abacus"]["abacus-l2r2-0"]
 
 

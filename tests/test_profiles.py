@@ -120,11 +120,12 @@ def test_each_profile_trains_with_its_stated_loop(profile, task, expected):
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
 def test_dvcs_cells_are_the_tasks_runs(tmp_path, profile):
-    """Under every profile, the train cells DVC expands (`arithrepro train --task T RUN`)
-    are exactly the runs each task lists from the params, each once: no run without its cell,
-    no cell that names no run."""
+    """Under every profile, the train cells DVC expands (`arithrepro train --task T [--bench]
+    RUN`) are exactly the runs each task lists from the params, and the benchmark's, each once:
+    no run without its cell, no cell that names no run."""
     from dvc.repo import Repo
 
+    from arithrepro import bench
     from arithrepro.tasks.registry import TASKS
 
     for name in ("dvc.yaml", "conf"):
@@ -134,6 +135,8 @@ def test_dvcs_cells_are_the_tasks_runs(tmp_path, profile):
     cmds = [s.cmd for s in Repo.init(str(tmp_path)).index.stages
             if s.cmd.startswith("arithrepro train ")]
     cells = sorted(tuple(c.split()[3:]) for c in cmds)   # (task, run) of `train --task T RUN`
-    runs = sorted((t, spec.name) for t, task in TASKS.items() for spec in task.runs(params))
+    runs = sorted([(t, spec.name) for t, task in TASKS.items() for spec in task.runs(params)]
+                  + [(t, "--bench", spec.name) for t, task in TASKS.items() if task.grid
+                     for spec in bench.runs(task, params)])
     assert cells == runs
     assert len(set(cells)) == len(cells)

@@ -56,6 +56,28 @@ def _size_name(key, value) -> None:
         fail(key, value, "a size name")
 
 
+def budget_task(model: str) -> str | None:
+    """The grid task whose <task>.model block sets `model`'s budget fields (it names the model
+    in `sizes_models`; the task registry checks there is one)."""
+    def tasks(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from tasks(sub)
+
+    owners = {t.name for t in tasks(GridTask) if model in t.sizes_models}
+    return min(owners) if owners else None
+
+
+def architecture(params: dict, model: str, size: str) -> dict:
+    """A model's architecture fields: its size, plus the fields a task's budget sets in
+    <task>.model (the abacus width), on whichever task the model trains."""
+    arch = dict(params["models"][model]["sizes"][size])
+    if MODELS[model].budget_fields:
+        budget = params[budget_task(model)]["model"]
+        arch.update({k: budget[k] for k in MODELS[model].budget_fields})
+    return arch
+
+
 class Task(ABC):
     name = ""
     forms: tuple[str, ...] = ("tokens",)   # what it can give a model, the first preferred
@@ -181,8 +203,6 @@ class GridTask(Task):
                           eval_batch_size=4 * loop["batch_size"], precision=precision,
                           compile=params["compile"], micro_batches=int(m["micro_batches"]),
                           graphs=graphs)
-        from arithrepro.tasks.registry import architecture
-
         arch = {"model": model, "size": architecture(params, model, size),
                 "dropout": float(m["dropout"]), "dims": self.dims(params),
                 "form": self.form_for(model)}
@@ -274,8 +294,6 @@ class GridTask(Task):
                     raise ParamsError(f"{cls.name}.sizes: {size!r} is not a size of {model}; "
                                       f"allowed: {', '.join(known)} (models.{model}.sizes)")
                 if MODELS[model].budget_fields:
-                    from arithrepro.tasks.registry import architecture, budget_task
-
                     MODELS[model].check_size(f"{budget_task(model)}.model",
                                              architecture(params, model, size))
 

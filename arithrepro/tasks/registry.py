@@ -41,22 +41,6 @@ def cross_models(task: Task) -> list[str]:
     return [m for m, s in MODELS.items() if s.grid and m not in own and meeting(s, task.forms)]
 
 
-def budget_task(model: str) -> str | None:
-    """The grid task whose <task>.model block sets `model`'s budget fields (`sizes_models`)."""
-    owners = [n for n, t in GRID_TASKS.items() if model in t.sizes_models]
-    return owners[0] if owners else None
-
-
-def architecture(params: dict, model: str, size: str) -> dict:
-    """A model's architecture fields: its size, plus the fields a task's budget sets in
-    <task>.model (the abacus width), on whichever task the model trains."""
-    arch = dict(params["models"][model]["sizes"][size])
-    if MODELS[model].budget_fields:
-        budget = params[budget_task(model)]["model"]
-        arch.update({k: budget[k] for k in MODELS[model].budget_fields})
-    return arch
-
-
 def _check() -> None:
     for name, task in TASKS.items():
         if task.name != name:
