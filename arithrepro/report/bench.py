@@ -207,7 +207,8 @@ def figure(entries: list[dict], path: Path) -> Path:
     models = list(dict.fromkeys(e["model"] for e in entries))
     at = {(e["task"], e["model"]): e for e in entries}
     with plt.rc_context({**STYLE, "axes.grid": False}):
-        fig, axes = plt.subplots(1, 2, figsize=(1.35 * len(models) * 2 + 1.5, 0.9 * len(tasks) + 1.6))
+        # one panel above the other, so that a row of tasks reads across both
+        fig, axes = plt.subplots(2, 1, figsize=(1.15 * len(models) + 2.6, 2 * (0.75 * len(tasks) + 1.0)))
         for ax, side, title in zip(axes, SIDES, ("within the training lengths",
                                                  "beyond the training lengths")):
             grid_values = np.full((len(tasks), len(models)), np.nan)
