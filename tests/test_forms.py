@@ -14,7 +14,6 @@ from arithrepro.tasks.registry import GRID_TASKS, TASKS, cross_models, models_of
 from tests.helpers import CONTRACT_SIZES
 
 TOKEN_MODELS = ["gpt", "lstm", "retran", "abacus"]
-SMALL = CONTRACT_SIZES   # each model at width 8
 PAIRS = {"base": 5, "classes": 5, "max_len": 9}
 
 
@@ -75,7 +74,7 @@ def test_a_model_that_sees_both_ways_gets_no_token_adapter(monkeypatch):
 @pytest.mark.parametrize("name", TOKEN_MODELS)
 def test_pairs_adapter_classifies_each_position_from_the_pairs_up_to_it(name):
     torch.manual_seed(0)
-    net = build_model(name, SMALL[name], dropout=0.0, form="pairs", **PAIRS).eval()
+    net = build_model(name, CONTRACT_SIZES[name], dropout=0.0, form="pairs", **PAIRS).eval()
     g = torch.Generator().manual_seed(1)
     x = torch.randint(0, 5, (3, 9, 2), generator=g)
     out = net(x)
@@ -93,10 +92,10 @@ def test_pairs_adapter_keeps_the_models_own_head_rows_and_parameters(name):
     """The adapted head is the first `classes` rows of the head the model's builder drew, and
     every other weight is the model's: the same seed gives the same numbers."""
     torch.manual_seed(0)
-    plain = build_model(name, SMALL[name], dropout=0.0, vocab_size=26, max_len=9, pad_id=25,
-                        digit_ids=list(range(25)), train_run=9, eval_run=9)
+    plain = build_model(name, CONTRACT_SIZES[name], dropout=0.0, vocab_size=26, max_len=9,
+                        pad_id=25, digit_ids=list(range(25)), train_run=9, eval_run=9)
     torch.manual_seed(0)
-    adapted = build_model(name, SMALL[name], dropout=0.0, form="pairs", **PAIRS)
+    adapted = build_model(name, CONTRACT_SIZES[name], dropout=0.0, form="pairs", **PAIRS)
     assert isinstance(adapted, PairsAsTokens)
     state = adapted.model.state_dict()
     for key, value in plain.state_dict().items():
@@ -155,7 +154,7 @@ def test_a_token_model_trains_and_is_scored_on_a_streamed_task(tmp_path, smoke_p
     monkeypatch.chdir(tmp_path)
     p = smoke_params
     p["bench"]["seeds"] = [0]
-    p["models"][model]["sizes"]["small"] = SMALL[model]
+    p["models"][model]["sizes"]["small"] = CONTRACT_SIZES[model]
     config.validate(p)
     data = tmp_path / "data" / task
     TASKS[task].generate(p, data)
