@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
+from io import BytesIO
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,20 +23,47 @@ def _umask() -> int:
 _UMASK = _umask()
 
 
+class WriteError(OSError):
+    """A write the system refused (no space, no permission, a file-size limit): one line naming
+    the file and the cause. The file as it was before (if any) is still there, whole."""
+
+    def __init__(self, path: str | Path, cause: OSError):
+        self.path, self.cause = Path(path), cause
+        # pyarrow's refusals carry the errno in their text only
+        found = re.search(r"\[errno (\d+)\]", str(cause))
+        code = cause.errno or (int(found.group(1)) if found else None)
+        reason = os.strerror(code) if code else one_line(cause)
+        kept = "the previous file is kept" if self.path.exists() else "nothing was written"
+        super().__init__(code, f"cannot write {self.path}: {reason}; {kept}")
+
+    def __str__(self) -> str:
+        return self.args[1]
+
+    def __reduce__(self):
+        return type(self), (self.path, self.cause)
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path next to `path`; rename it over `path` only if the block succeeds."""
+    """Yield a temporary path next to `path`; rename it over `path` only if the block succeeds.
+    A write the system refuses raises WriteError naming `path`, and `path` stays as it was."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs should read like any other file
-    tmp = Path(tmp)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        tmp = Path(tmp)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs read like any other file
         yield tmp
         os.replace(tmp, path)
+    except WriteError:
+        raise
+    except OSError as err:
+        raise WriteError(path, err) from err
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -56,8 +85,12 @@ def copy_file(src: str | Path, dst: str | Path) -> None:
 def save_torch(path: str | Path, obj: Any) -> None:
     import torch
 
+    # serialized in memory, then written by Python: a refused write is then an OSError with its
+    # errno (torch's writer reports one as a RuntimeError without it, even into a Python file)
+    buf = BytesIO()
+    torch.save(obj, buf)
     with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+        tmp.write_bytes(buf.getbuffer())
 
 
 def write_frame(path: str | Path, frame) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from arithrepro.schema import ParamsError
-from arithrepro.io import ArtifactError
+from arithrepro.io import ArtifactError, WriteError, one_line
 
 
 class paths:
@@ -99,8 +99,12 @@ def friendly_errors(f):
         except ArtifactError as err:
             rebuild = err.rebuild or rebuild_command(err.path)
             _die(str(ArtifactError(err.path, err.problem, rebuild)), 1)
-        except (FileNotFoundError, NonFiniteLoss, ValueError) as err:
+        except (FileNotFoundError, NonFiniteLoss, ValueError, WriteError) as err:
             _die(str(err), 1)
+        except OSError as err:   # the system refused a read or a write of a named file
+            if err.filename is None:
+                raise
+            _die(f"{err.filename}: {err.strerror or one_line(err)}", 1)
         finally:
             warnings.formatwarning = shown
 
