@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -218,6 +219,61 @@ def reproduce(jobs_wanted: int | None, together: bool, targets: tuple[str, ...] 
               echo=print, workers_in_process: bool = True, cpu: dict | None = None) -> int:
     """Plan from DVC's graph and status, run, and return the exit status. `targets`: those
     stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline."""
+    from dvc.repo import Repo
+
+    with holding(Path(Repo.find_root())):
+        return _reproduce(jobs_wanted, together, targets, echo, workers_in_process, cpu)
+
+
+class WorkspaceBusy(ValueError):
+    """Another orchestrator is running stages in this workspace."""
+
+
+@contextmanager
+def holding(root: Path):
+    """One `arithrepro repro` at a time in a workspace, and none beside a DVC command that is
+    running stages there. DVC's own lock cannot say it: it is let go while a stage's command
+    runs, so that the stages here can run side by side. A plain `dvc repro` started while this
+    runs is refused by DVC at the first stage held here (docs/profiles.md)."""
+    import fcntl
+
+    path = root / ".dvc" / "tmp" / "repro.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            raise WorkspaceBusy(f"another `arithrepro repro` (pid {f.read().strip() or '?'}) is "
+                                f"running in {root}; wait for it to end or stop it") from None
+        for pid, cmd in _dvc_holders(root):
+            raise WorkspaceBusy(f"`{cmd}` (pid {pid}) is running stages in {root}; wait for it "
+                                "to end or stop it")
+        f.truncate(0)
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield   # the lock goes with the file, also when this process is killed
+
+
+def _dvc_holders(root: Path) -> list[tuple[int, str]]:
+    """The live processes DVC's path locks (.dvc/tmp/rwlock) name: commands running stages."""
+    import json
+
+    import psutil
+
+    try:
+        lock = json.loads((root / ".dvc" / "tmp" / "rwlock").read_text())
+    except (FileNotFoundError, ValueError):
+        return []
+    infos = [i for held in lock.get("write", {}).values() for i in [held]]
+    infos += [i for held in lock.get("read", {}).values() for i in held]
+    alive = {(int(i["pid"]), " ".join([Path(i["cmd"].split(" ")[0]).name, *i["cmd"].split(" ")[1:]]))
+             for i in infos
+             if int(i["pid"]) != os.getpid() and psutil.pid_exists(int(i["pid"]))}
+    return sorted(alive)
+
+
+def _reproduce(jobs_wanted, together, targets, echo, workers_in_process, cpu) -> int:
     import networkx as nx
     from dvc.repo import Repo
 
