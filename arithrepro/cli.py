@@ -3,6 +3,7 @@ and `estimate`, which projects a profile's training time before it runs."""
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 
 import click
@@ -34,6 +35,26 @@ COMMANDS = {
 
 
 class LazyGroup(click.Group):
+    def main(self, *args, standalone_mode: bool = True, **extra):
+        """As click's, except that a usage error (an unknown option, a bad value) is one line,
+        as every other refusal of the command is."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **extra)
+        try:
+            code = super().main(*args, standalone_mode=False, **extra)
+        except click.UsageError as err:
+            where = err.ctx.command_path if err.ctx else "arithrepro"
+            click.echo(f"error: {' '.join(err.format_message().split())} (`{where} --help`)",
+                       err=True)
+            sys.exit(err.exit_code)
+        except click.ClickException as err:
+            err.show()
+            sys.exit(err.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
     def list_commands(self, ctx):
         return list(COMMANDS)
 

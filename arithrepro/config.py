@@ -168,8 +168,7 @@ def _compose_to(out: Path, overrides: list[str], conf: Path) -> None:
         compose_and_dump(out, str(conf.resolve()), None, "config", str(Path.cwd()), overrides)
     except Exception as err:  # Hydra's and OmegaConf's errors: a bad override, key or profile
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ParamsError(f"{conf / 'config.yaml'} with {' '.join(overrides) or 'no overrides'}: "
-                          f"{first}") from None
+        raise ParamsError(f"{conf / 'config.yaml'} with {shown(overrides)}: {first}") from None
 
 
 def _checked(path: Path, overrides, conf: Path) -> dict:
@@ -177,8 +176,13 @@ def _checked(path: Path, overrides, conf: Path) -> dict:
     try:
         return validate(_parse(path))
     except ParamsError as err:
-        raise ParamsError(f"{err} (composed from {conf}/ with "
-                          f"{' '.join(overrides) or 'no overrides'})") from None
+        raise ParamsError(f"{err} (composed from {conf}/ with {shown(overrides)})") from None
+
+
+def shown(overrides) -> str:
+    """The overrides as a message shows them: each as typed, quoted if it holds a character a
+    line cannot show (a newline, a control character)."""
+    return " ".join(o if o.isprintable() else repr(o) for o in overrides) or "no overrides"
 
 
 def validate_profiles(conf: str | Path = CONF) -> dict[str, dict]:
@@ -200,10 +204,15 @@ class Cell:
         return f"{self.model}-{self.size}-{self.seed}"
 
 
-def grid_task(task: str) -> None:
-    """Check a grid task's name given on the command line."""
+def known_task(task: str) -> None:
+    """Check a task's name given on the command line."""
     if task not in TASKS:
         raise ParamsError(f"--task = {task!r}: expected one of {', '.join(TASKS)}")
+
+
+def grid_task(task: str) -> None:
+    """Check a grid task's name given on the command line."""
+    known_task(task)
     if not TASKS[task].grid:
         raise ParamsError(f"--task = {task!r}: not a grid task; it runs as its own stages "
                           f"(`dvc repro` runs them; see dvc.yaml)")

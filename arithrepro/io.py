@@ -97,8 +97,8 @@ def write_frame(path: str | Path, frame) -> None:
     """Write a pandas DataFrame as CSV or Parquet, chosen by the suffix."""
     path = Path(path)
     with atomic_path(path) as tmp:
-        if path.suffix == ".parquet":
-            frame.to_parquet(tmp, index=False)
+        if path.suffix == ".parquet":   # page checksums: read_frame finds any byte changed
+            frame.to_parquet(tmp, index=False, write_page_checksum=True)
         else:
             frame.to_csv(tmp, index=False)
 
@@ -143,15 +143,16 @@ def read_json(path: str | Path, keys: tuple[str, ...] | None = None) -> Any:
     return obj
 
 
-def read_frame(path: str | Path, columns=()):
+def read_frame(path: str | Path, columns=(), text=()):
     """A pandas DataFrame from CSV, TSV (dvclive's series) or Parquet, by the suffix, that has
-    at least `columns`."""
+    at least `columns`. In a CSV or TSV, which carries no types, those columns hold numbers,
+    except the ones named in `text`."""
     import pandas as pd
 
     path = Path(path)
     kind = {".parquet": "Parquet", ".tsv": "TSV"}.get(path.suffix, "CSV")
     try:
-        frame = (pd.read_parquet(path) if kind == "Parquet"
+        frame = (_read_parquet(path) if kind == "Parquet"
                  else pd.read_csv(path, sep="\t" if kind == "TSV" else ","))
     except FileNotFoundError:
         raise
@@ -160,7 +161,25 @@ def read_frame(path: str | Path, columns=()):
     missing = sorted(set(columns) - set(frame.columns))
     if missing:
         raise ArtifactError(path, f"no column {', '.join(missing)}")
+    if kind != "Parquet":
+        for column in sorted(set(columns) - set(text)):
+            if not pd.api.types.is_numeric_dtype(frame[column]):
+                bad = pd.to_numeric(frame[column], errors="coerce").isna()
+                line = int(bad.to_numpy().argmax()) + 2   # the header is line 1
+                raise ArtifactError(path, f"column {column}: {frame[column].iloc[line - 2]!r} "
+                                          f"in line {line} is not a number")
     return frame
+
+
+def _read_parquet(path: Path):
+    """Checked before use: the pages against their checksums (write_frame writes them) and every
+    value against its type (a string column's bytes are UTF-8), so that damage stops the read
+    here, not a later use of a column."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, page_checksum_verification=True)
+    table.validate(full=True)
+    return table.to_pandas()
 
 
 def set_aside(path: str | Path, label: str) -> Path:

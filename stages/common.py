@@ -112,6 +112,7 @@ def friendly_errors(f):
 
 
 def _die(message: str, code: int) -> None:
+    message = " ".join(message.splitlines())   # one line, whatever the message quotes
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 

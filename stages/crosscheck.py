@@ -46,6 +46,8 @@ def crosscheck(params_path: str, capability: str, threads: int, overrides: tuple
     from arithrepro.tasks.registry import TASKS
 
     params = config.load(params_path)
+    for task in tasks:
+        config.known_task(task)
     chosen = list(tasks) or [n for n, t in TASKS.items() if t.findings]
     setting = {"capability": capability, "threads": threads, "set": list(overrides)}
     if overrides:   # a bad override: one line now, not after the copy

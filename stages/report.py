@@ -24,6 +24,7 @@ def report(task: str, params_path: str) -> None:
     from arithrepro.report.tables import summary_csv, wanted_runs, write_task_tables
 
     params = config.load(params_path)
+    config.known_task(task)
     df = wanted_runs(params, [task])
     written = write_task_tables(paths.metrics, task, df)
     if task in FIGURES:

@@ -39,8 +39,7 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
 
     params = config.load(params_path)
     cpu.apply(params["cpu"])
-    if task not in TASKS:
-        raise config.ParamsError(f"--task = {task!r}: expected one of {', '.join(TASKS)}")
+    config.known_task(task)
     t = TASKS[task]
     among = benchmark.runs(t, unrecorded(params)) if bench else None
     specs = [runs.find(t, unrecorded(params), name, among) for name in names]

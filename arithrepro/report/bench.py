@@ -143,7 +143,7 @@ def llm_records(params: dict) -> list[dict]:
 
 def own_by_length(entries: list[dict]) -> dict:
     """{model: {(split, length): [accuracy per seed]}} of expr's own cells in the grid."""
-    import pandas as pd
+    from arithrepro.io import read_frame
 
     out = {}
     for e in entries:
@@ -151,7 +151,7 @@ def own_by_length(entries: list[dict]) -> dict:
             continue
         for s in e["runs"]:
             if s.evaluation.is_file():
-                frame = pd.read_csv(s.evaluation)
+                frame = read_frame(s.evaluation, ("split", "length", "accuracy"), text=("split",))
                 for row in frame.to_dict("records"):
                     key = (row["split"], int(row["length"]))
                     out.setdefault(e["model"], {}).setdefault(key, []).append(float(row["accuracy"]))

@@ -85,7 +85,7 @@ def render_expr(summary: pd.DataFrame, by_length_dir: Path, data_dir: Path,
     # Every input is read before the first figure is drawn, so that a missing file fails the
     # stage before it has replaced some of the figures but not others.
     lengths = read_csv(lengths_csv, {"split", "length", "count", "percent"},
-                        "generate-datasets")
+                       "generate-datasets", text={"split"})
     per_length = _largest_by_length(summary, by_length_dir)
     models = sorted(set(summary["model"]))
     plt = pyplot()
@@ -145,7 +145,7 @@ def _largest_by_length(summary: pd.DataFrame, by_length_dir: Path) -> pd.DataFra
         size = runs.groupby("size")["params"].mean().idxmax()
         cell = runs[runs["size"] == size]
         per_seed = [read_csv(by_length_dir / f"{model}-{size}-{int(seed)}.csv",
-                              {"split", "length", "accuracy"}, "evaluate")
+                              {"split", "length", "accuracy"}, "evaluate", text={"split"})
                     for seed in sorted(cell["seed"])]
         spread = seed_spread(pd.concat(per_seed), ["split", "length"], "accuracy")
         frames.append(spread.assign(model=model, size=size, params=cell["params"].mean(),

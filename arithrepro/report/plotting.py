@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from arithrepro.io import atomic_path, read_frame
+from arithrepro.io import ArtifactError, atomic_path, read_frame
 
 # Known architectures keep their colour whichever subset of them a figure shows.
 ARCH_NAMES = {"gpt": "GPT", "lstm": "LSTM", "retran": "ReTran"}
@@ -87,10 +87,14 @@ def save(plt, fig, path: Path) -> Path:
     return path
 
 
-def read_csv(path: Path, columns: set[str], producer: str) -> pd.DataFrame:
+def read_csv(path: Path, columns: set[str], producer: str, text=()) -> pd.DataFrame:
+    """`columns` hold numbers, except those named in `text`; a figure's input has rows."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing; run `arithrepro {producer}` first")
-    return read_frame(path, columns)
+    frame = read_frame(path, columns, text)
+    if frame.empty:
+        raise ArtifactError(path, "no rows")
+    return frame
 
 
 def require(frame: pd.DataFrame, columns: set[str], what: str) -> None:
