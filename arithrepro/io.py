@@ -4,12 +4,13 @@ program's file in its place) stops its reader with ArtifactError, never a wrong 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
 import tempfile
-from io import BytesIO
 from contextlib import contextmanager
+from io import BytesIO
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -51,6 +52,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+            stale.unlink(missing_ok=True)   # a write of this file cut short (a killed process)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.close(fd)
         tmp = Path(tmp)

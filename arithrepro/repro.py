@@ -221,7 +221,7 @@ def reproduce(jobs_wanted: int | None, together: bool, targets: tuple[str, ...] 
     stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline."""
     from dvc.repo import Repo
 
-    with holding(Path(Repo.find_root())):
+    with holding(Path(Repo.find_root()), echo):
         return _reproduce(jobs_wanted, together, targets, echo, workers_in_process, cpu)
 
 
@@ -230,7 +230,7 @@ class WorkspaceBusy(ValueError):
 
 
 @contextmanager
-def holding(root: Path):
+def holding(root: Path, echo=print):
     """One `arithrepro repro` at a time in a workspace, and none beside a DVC command that is
     running stages there. DVC's own lock cannot say it: it is let go while a stage's command
     runs, so that the stages here can run side by side. A plain `dvc repro` started while this
@@ -246,7 +246,7 @@ def holding(root: Path):
             f.seek(0)
             raise WorkspaceBusy(f"another `arithrepro repro` (pid {f.read().strip() or '?'}) is "
                                 f"running in {root}; wait for it to end or stop it") from None
-        for pid, cmd in _dvc_holders(root):
+        for pid, cmd in _dvc_holders(root, echo):
             raise WorkspaceBusy(f"`{cmd}` (pid {pid}) is running stages in {root}; wait for it "
                                 "to end or stop it")
         f.truncate(0)
@@ -255,22 +255,54 @@ def holding(root: Path):
         yield   # the lock goes with the file, also when this process is killed
 
 
-def _dvc_holders(root: Path) -> list[tuple[int, str]]:
-    """The live processes DVC's path locks (.dvc/tmp/rwlock) name: commands running stages."""
+def _dvc_holders(root: Path, echo=print) -> list[tuple[int, str]]:
+    """The live processes DVC's path locks (.dvc/tmp/rwlock) name: commands running stages.
+    DVC rewrites that file in place, so a DVC process killed at the wrong moment leaves it empty
+    or cut short, and every later DVC command in the workspace stops on it; with no DVC process
+    left in the workspace, it is removed here (it names nothing but running processes)."""
     import json
 
-    import psutil
-
+    path = root / ".dvc" / "tmp" / "rwlock"
     try:
-        lock = json.loads((root / ".dvc" / "tmp" / "rwlock").read_text())
-    except (FileNotFoundError, ValueError):
+        lock = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except ValueError:
+        others = _dvc_processes(root)
+        if others:
+            return others
+        path.unlink(missing_ok=True)
+        echo(f"removed {path.relative_to(root)}: cut short by a DVC process killed while "
+             "writing it, and no DVC process is left in this workspace")
         return []
     infos = [i for held in lock.get("write", {}).values() for i in [held]]
     infos += [i for held in lock.get("read", {}).values() for i in held]
     alive = {(int(i["pid"]), " ".join([Path(i["cmd"].split(" ")[0]).name, *i["cmd"].split(" ")[1:]]))
-             for i in infos
-             if int(i["pid"]) != os.getpid() and psutil.pid_exists(int(i["pid"]))}
+             for i in infos if int(i["pid"]) != os.getpid() and _alive(int(i["pid"]))}
     return sorted(alive)
+
+
+def _alive(pid: int) -> bool:
+    """Running: a killed process stays in the process table (a zombie) until it is reaped."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _dvc_processes(root: Path) -> list[tuple[int, str]]:
+    """Live DVC commands whose working directory is the workspace (other than this process)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
+        cmd = proc.info["cmdline"] or []
+        names = [Path(part).name for part in cmd[:2]]   # dvc ..., or python .../dvc ...
+        if "dvc" in names and proc.info["pid"] != os.getpid() and proc.info["cwd"] == str(root):
+            found.append((proc.info["pid"], " ".join(["dvc", *cmd[names.index("dvc") + 1:]])))
+    return found
 
 
 def _reproduce(jobs_wanted, together, targets, echo, workers_in_process, cpu) -> int:

@@ -169,3 +169,33 @@ def test_a_killed_queue_worker_leaves_its_cells_resumable(tmp_path):
         sh(["dvc", "queue", "stop", "--kill"], path, check=False)
     sh(["dvc", "exp", "apply", "cell"], path)
     assert (path / "after.txt").read_text() == "44"
+
+
+def test_a_rwlock_file_cut_short_by_a_kill_is_removed_by_arithrepro_repro(ws):
+    """DVC rewrites .dvc/tmp/rwlock in place; killed while writing it, it leaves the file empty
+    and every DVC command stops on it. With no DVC process left in the workspace, `arithrepro
+    repro` removes it, says so, and runs."""
+    path, signals = ws
+    (signals / "go.txt").write_text("go")
+    (path / ".dvc" / "tmp").mkdir(exist_ok=True)
+    (path / ".dvc" / "tmp" / "rwlock").write_text("")
+    stopped = subprocess.run(["dvc", "status"], cwd=path, env=ENV, capture_output=True, text=True)
+    assert stopped.returncode != 0 and "Unable to read RWLock-file" in stopped.stderr
+    out = sh(["arithrepro", "repro"], path)
+    assert "removed .dvc/tmp/rwlock: cut short by a DVC process killed while writing it" in out
+    assert (path / "after.txt").read_text() == "33"
+
+
+def test_a_cut_short_rwlock_is_left_alone_while_a_dvc_command_runs(ws):
+    path, signals = ws
+    running = start(["dvc", "repro"], path)
+    try:
+        wait_for(signals / "started.txt", running)
+        (path / ".dvc" / "tmp" / "rwlock").write_text("{")
+        refused = subprocess.run(["arithrepro", "repro"], cwd=path, env=ENV, capture_output=True,
+                                 text=True, timeout=120)
+        assert refused.returncode == 1 and refused.stderr.startswith("error: `dvc repro` (pid ")
+        assert (path / ".dvc" / "tmp" / "rwlock").read_text() == "{"
+    finally:
+        os.killpg(running.pid, signal.SIGKILL)
+        running.wait()

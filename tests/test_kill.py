@@ -1,0 +1,264 @@
+"""Kill anywhere, lose nothing: `dvc repro` of looped's stages (smoke profile), killed with
+SIGKILL at points spread over every kind of stage (generation, training before and after a
+checkpoint, DVC's bookkeeping of a finished stage, evaluation, the report, and at random
+moments), each time re-run from where it stopped; then a queued `dvc exp run` whose worker is
+killed mid-training. Every re-run finishes what is left, trains no finished cell again, leaves
+no half-written file, and ends with the outputs the uninterrupted run (the session's smoke run,
+tests/workspace.py) wrote."""
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.workspace import make_clone, ran_stages, sh
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+TARGET = "report-looped"
+CELLS = ["standard-notebook-0", "looped-notebook-0"]
+ENV = {**os.environ, "DVC_NO_ANALYTICS": "1", "OMP_NUM_THREADS": "1",
+       "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+# what a run's records may hold that differs from run to run: how long it took, where
+VOLATILE = re.compile(r"seconds|per_s|provenance|time|host|date")
+
+
+def outputs(root: Path) -> dict:
+    """What looped's stages wrote, as comparable values: the evaluation series and the report
+    table byte for byte, the records without their timings."""
+    out = {}
+    for cell in CELLS:
+        out[f"eval/{cell}"] = (root / f"plots/looped/eval/{cell}.csv").read_text()
+        record = json.loads((root / f"metrics/looped/runs/{cell}.json").read_text())
+        out[f"record/{cell}"] = {k: v for k, v in record.items() if not VOLATILE.search(k)}
+    out["table"] = steady((root / "metrics/looped.md").read_text())
+    return out
+
+
+def steady(markdown: str) -> str:
+    """A report's tables with their timing columns blanked."""
+    lines, blank = [], set()
+    for line in markdown.splitlines():
+        cells = line.split("|")
+        if line.startswith("| model"):
+            blank = {i for i, c in enumerate(cells) if VOLATILE.search(c)}
+        elif not line.startswith("|"):
+            blank = set()
+        lines.append("|".join("" if i in blank else c for i, c in enumerate(cells)))
+    return "\n".join(lines)
+
+
+class Run:
+    """`dvc repro TARGET` in its own process group, its output read line by line."""
+
+    def __init__(self, cwd: Path, args=("dvc", "repro", TARGET)):
+        self.proc = subprocess.Popen(list(args), cwd=cwd, env=ENV, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def kill(self) -> None:
+        """SIGKILL to the whole process group; returns once the system has reaped every one
+        of them (a killed process stays in the process table until then, where DVC's lock
+        check would take it for a live one)."""
+        group = [self.proc.pid]
+        try:
+            group += [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)]
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+        self.proc.wait()
+        self.reader.join(timeout=10)
+        end = time.monotonic() + 60
+        while any(psutil.pid_exists(pid) for pid in group) and time.monotonic() < end:
+            time.sleep(0.05)
+
+    def wait(self) -> int:
+        code = self.proc.wait(timeout=600)
+        self.reader.join(timeout=10)
+        return code
+
+
+def started(prefix: str, after: float = 0.0):
+    """Kill `after` seconds once the run has started a stage whose name starts with `prefix`."""
+    def ready(run: Run, ws: Path, clock: dict) -> bool:
+        if f"Running stage '{prefix}" in run.text or f"] start {prefix}" in run.text:
+            clock.setdefault(prefix, time.monotonic())
+            return time.monotonic() - clock[prefix] >= after
+        return False
+    return ready
+
+
+def appears(pattern: str):
+    """Kill as soon as a file matching `pattern` exists that did not when the run started (a
+    checkpoint; a stage's output that DVC has yet to record)."""
+    def ready(run: Run, ws: Path, clock: dict) -> bool:
+        before = clock.setdefault(pattern, set(ws.glob(pattern)))
+        return bool(set(ws.glob(pattern)) - before)
+    return ready
+
+
+def at_random(seconds: float):
+    return lambda run, ws, clock: time.monotonic() - clock["start"] >= seconds
+
+
+_rng = random.Random(0)
+# In the order the pipeline reaches them: each kill hits the re-run that followed the last one.
+POINTS = [
+    ("generation", started("generate-looped", 0.3)),
+    ("a random moment", at_random(_rng.uniform(0.5, 2.5))),
+    ("training, before its first checkpoint", started("train-looped@", 0.2)),
+    ("training, after a checkpoint", appears("runs/looped/*/checkpoint.pt")),
+    ("DVC recording a trained cell", appears("runs/looped/*/model.pt")),
+    ("a random moment", at_random(_rng.uniform(0.5, 2.5))),
+    ("training", started("train-looped@", 1.0)),
+    ("training, after a checkpoint", appears("runs/looped/*/checkpoint.pt")),
+    ("evaluation", started("evaluate-looped@", 0.5)),
+    ("DVC recording an evaluation", appears("plots/looped/eval/*.csv")),
+    ("a random moment", at_random(_rng.uniform(0.5, 2.5))),
+    ("the report", started(TARGET, 0.5)),
+]
+STAGES = {"code-deps", "generate-looped", TARGET,
+          *(f"{kind}-looped@{c}" for kind in ("train", "evaluate") for c in CELLS)}
+
+
+def leftovers(ws: Path) -> list[str]:
+    """Half-written files: the temporary files of writes cut short, outside DVC's and git's own
+    folders."""
+    return [str(p.relative_to(ws)) for p in ws.rglob("*.tmp")
+            if p.relative_to(ws).parts[0] not in (".dvc", ".git")]
+
+
+# DVC rewrites .dvc/tmp/rwlock in place: a DVC process killed while writing it leaves it cut
+# short, and DVC's commands stop on it until `arithrepro repro` (or a hand) removes it
+CUT_SHORT = "Unable to read RWLock-file"
+COMMANDS = [("dvc", "repro", TARGET), ("arithrepro", "repro", "--jobs", "2", TARGET)]
+
+
+def finished(ws: Path) -> set[str] | None:
+    """The stages of TARGET's graph whose outputs DVC has recorded and finds unchanged (None
+    while DVC cannot say: its rwlock file cut short)."""
+    # stdout only: DVC says on stderr that it cleared a killed process's locks
+    proc = subprocess.run(["dvc", "status", "--json", "--with-deps", TARGET], cwd=ws, env=ENV,
+                          capture_output=True, text=True)
+    if proc.returncode and CUT_SHORT in proc.stderr:
+        return None
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    changed = set(json.loads(proc.stdout or "{}"))
+    return STAGES - changed
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    ws = make_clone(tmp_path_factory.mktemp("kill") / "pristine")
+    sh(["arithrepro", "compose-params", "profile=smoke"], ws)
+    return ws
+
+
+def test_killed_anywhere_a_re_run_finishes_and_loses_nothing(pristine, smoke_first_run,
+                                                             tmp_path):
+    """The runs take turns: `dvc repro`, then `arithrepro repro` (README command 1's), each
+    killed at the next point; the last one runs to the end."""
+    ws = tmp_path / "ws"
+    shutil.copytree(pristine, ws, symlinks=True)
+    kills, retrained, refused, done = [], [], [], set()
+    for k, (label, ready) in enumerate([*POINTS, ("none: the last run", None)]):
+        done = finished(ws) if finished(ws) is not None else done
+        command = COMMANDS[k % 2] if ready is not None else COMMANDS[1]
+        run = Run(ws, command)
+        if ready is None:
+            assert run.wait() == 0, run.text[-3000:]
+        else:
+            clock = {"start": time.monotonic()}
+            while run.proc.poll() is None and not ready(run, ws, clock):
+                time.sleep(0.005)
+            if run.proc.poll() is not None:   # it ended before this point came
+                if run.wait() and CUT_SHORT in run.text:   # DVC's, left by the last kill
+                    refused.append(label)
+                    continue
+                assert run.wait() == 0, run.text[-3000:]
+                kills.append(f"{label}: none, the run had ended")
+                continue
+            run.kill()
+            kills.append(f"{label} ({command[0]})")
+        # no stage DVC had recorded as done ran again
+        retrained += [(label, stage) for stage in ran_stages(run.text) & done]
+    same = outputs(ws) == outputs(smoke_first_run.saved)
+    lost = len(retrained) + (0 if same else 1)
+    injected = [k for k in kills if ": none" not in k]
+    print(f"\nkills injected: {len(injected)}, recovered: {len(injected) if not lost else 0}, "
+          f"lost: {lost}; dvc repro refused on a cut-short rwlock: {len(refused)}",
+          *kills, sep="\n  ")
+    assert not retrained, retrained
+    assert not leftovers(ws), leftovers(ws)
+    assert finished(ws) == STAGES and "Running stage" not in sh(["dvc", "repro", TARGET], ws)
+    assert same, {k: v for k, v in outputs(ws).items() if outputs(smoke_first_run.saved)[k] != v}
+    # every kind of stage was hit, whatever the order DVC runs the cells in
+    hit = {k.rsplit(" (", 1)[0] for k in injected}
+    assert {"generation", "training, before its first checkpoint", "training, after a checkpoint",
+            "DVC recording a trained cell", "evaluation", "the report"} <= hit, kills
+
+
+def test_a_queued_experiment_whose_worker_is_killed_runs_again_to_the_same_end(
+        pristine, smoke_first_run, tmp_path):
+    """The queue's worker (and the stage it runs) killed once the cell has written a
+    checkpoint: `dvc queue kill` marks the experiment failed, the experiment queued again under
+    its name runs to the end, `dvc repro` collects it from the run cache without running a
+    stage, and its evaluation is the uninterrupted run's."""
+    from tests.test_two_commands import workers_of
+
+    ws = tmp_path / "ws"
+    shutil.copytree(pristine, ws, symlinks=True)
+    cell = f"evaluate-looped@{CELLS[0]}"
+
+    def queue_and_start():
+        sh(["dvc", "exp", "run", "--queue", "-n", "killed", "-S", "profile=smoke", cell], ws)
+        subprocess.run(["dvc", "queue", "start", "-j", "1"], cwd=ws, env=ENV, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    try:
+        queue_and_start()
+        end = time.monotonic() + 600
+        while not list(ws.glob(f".dvc/tmp/exps/*/runs/looped/{CELLS[0]}/checkpoint.pt")):
+            assert time.monotonic() < end, sh(["dvc", "queue", "status"], ws)
+            time.sleep(0.005)
+        victims = workers_of(ws)
+        assert victims, "no queue worker found"
+        for proc in victims:
+            proc.kill()
+        psutil.wait_procs(victims, timeout=30)
+        sh(["dvc", "queue", "kill", "killed"], ws)
+        queue_and_start()
+        for _ in range(1200):
+            status = sh(["dvc", "queue", "status"], ws)
+            if not re.search(r"(Queued|Running)$", status, flags=re.M):
+                break
+            time.sleep(0.5)
+        assert re.search(r"\skilled\s.*Success$", status, flags=re.M), status
+    finally:
+        sh(["dvc", "queue", "stop", "--kill"], ws, check=False)
+    # collected in the workspace from the run cache, as the queued-grid recipe does
+    out = sh(["dvc", "repro", cell], ws)
+    assert "Running stage" not in out and f"Stage '{cell}' is cached - skipping run" in out, out
+    assert (ws / f"plots/looped/eval/{CELLS[0]}.csv").read_text() == \
+        outputs(smoke_first_run.saved)[f"eval/{CELLS[0]}"]
