@@ -95,3 +95,25 @@ FIRST = ["test_pipeline.py", "test_queue.py", "test_config.py", "test_pipeline_r
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))   # stable: the rest keep their order
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A smoke-profile workspace with looped's data and one trained cell (standard-notebook-0)."""
+    from arithrepro.checkout import working_dir
+    from tests.helpers import TRAIN_LOOPED, ok, write_params
+
+    ws = tmp_path_factory.mktemp("trained")
+    write_params(ws)
+    with working_dir(ws):
+        ok("generate-datasets", "--task", "looped")
+        ok("train", *TRAIN_LOOPED)
+    return ws
+
+
+@pytest.fixture
+def ws(trained, tmp_path, monkeypatch):
+    """A copy of `trained` for one test, made the working directory."""
+    from tests.helpers import work_in_copy
+
+    return work_in_copy(trained, tmp_path, monkeypatch)

@@ -9,6 +9,8 @@ import time (parametrize lists). Fixtures (tests/conftest.py) hold what a test o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -171,3 +173,49 @@ CONTRACT_SIZES = {
     "gru": {"d_embed": 4, "d_model": 8, "layers": 2},
     "nanogpt": {"d_model": 8, "layers": 2, "heads": 2},
 }
+
+
+# --- stages on a tiny workspace (smoke profile) ----------------------------------------------
+# (the workspace itself, looped's data and one trained cell: the `trained` and `ws` fixtures)
+
+LOOPED = ["--task", "looped", "--model", "standard", "--size", "notebook", "--seed", "0"]
+TRAIN_LOOPED = ["--task", "looped", "standard-notebook-0"]
+RUN_DIR = Path("runs/looped/standard-notebook-0")
+
+
+def write_params(dest: Path, **blocks) -> None:
+    """The smoke profile's params in `dest`, each task block updated with `blocks[task]`."""
+    import yaml
+
+    from arithrepro import config
+
+    params = config.compose(["profile=smoke"], Path(__file__).resolve().parents[1] / "conf")
+    for task, over in blocks.items():
+        params[task].update(over)
+    params["charlm"]["models"] = ["rnn"]
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
+
+
+def cli(*args):
+    """`arithrepro ARGS` in this process (click's test runner)."""
+    from click.testing import CliRunner
+
+    from arithrepro.cli import main
+
+    return CliRunner().invoke(main, list(args))
+
+
+def ok(*args):
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def work_in_copy(src: Path, tmp_path: Path, monkeypatch) -> Path:
+    """A per-test copy of a module's workspace, made the working directory."""
+    import shutil
+
+    dest = tmp_path / "ws"
+    shutil.copytree(src, dest)
+    monkeypatch.chdir(dest)
+    return dest

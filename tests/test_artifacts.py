@@ -11,21 +11,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-import yaml
-from click.testing import CliRunner
 
-from arithrepro import config
 from arithrepro.checkout import working_dir as inside
-from arithrepro.cli import main
 from arithrepro.io import ArtifactError
 from arithrepro.stages.common import rebuild_command
 from arithrepro.train import TrainConfig
-from tests.helpers import run
+from tests.helpers import (LOOPED, RUN_DIR, TRAIN_LOOPED, cli, ok, run, work_in_copy,
+                           write_params)
 
 ROOT = Path(__file__).resolve().parents[1]
-LOOPED = ["--task", "looped", "--model", "standard", "--size", "notebook", "--seed", "0"]
-TRAIN_LOOPED = ["--task", "looped", "standard-notebook-0"]
-RUN_DIR = Path("runs/looped/standard-notebook-0")
 REBUILD_TRAIN = "; rebuild it with `dvc repro -f -s train-looped@standard-notebook-0`"
 REBUILD_DATA = "; rebuild it with `dvc repro -f -s generate-looped`"
 
@@ -122,24 +116,6 @@ def test_a_good_checkpoint_still_resumes(tmp_path, fresh):
 
 # --- stages on a tiny workspace (smoke profile) ----------------------------------------------
 
-def write_params(dest: Path, **blocks) -> None:
-    params = config.compose(["profile=smoke"], ROOT / "conf")
-    for task, over in blocks.items():
-        params[task].update(over)
-    params["charlm"]["models"] = ["rnn"]
-    (dest / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
-
-
-def cli(*args):
-    return CliRunner().invoke(main, list(args))
-
-
-def ok(*args):
-    result = cli(*args)
-    assert result.exit_code == 0, result.output
-    return result
-
-
 def one_error(result, starts: str, ends: str) -> None:
     """The stage stopped with exactly one line on stderr: `error: <starts>...<ends>`."""
     assert result.exit_code == 1, result.output
@@ -147,30 +123,6 @@ def one_error(result, starts: str, ends: str) -> None:
     line = result.stderr.strip()
     assert "\n" not in line, line
     assert line.startswith(f"error: {starts}") and line.endswith(ends), line
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """looped's data and one trained cell (standard-notebook-0)."""
-    ws = tmp_path_factory.mktemp("trained")
-    write_params(ws)
-    with inside(ws):
-        ok("generate-datasets", "--task", "looped")
-        ok("train", *TRAIN_LOOPED)
-    return ws
-
-
-def _work_in_copy(src: Path, tmp_path: Path, monkeypatch) -> Path:
-    """A per-test copy of a module's trained workspace, made the working directory."""
-    dest = tmp_path / "ws"
-    shutil.copytree(src, dest)
-    monkeypatch.chdir(dest)
-    return dest
-
-
-@pytest.fixture
-def ws(trained, tmp_path, monkeypatch):
-    return _work_in_copy(trained, tmp_path, monkeypatch)
 
 
 def test_train_sets_a_garbage_checkpoint_aside_and_trains_from_step_0(ws, trained):
@@ -341,7 +293,7 @@ def studied(tmp_path_factory):
 
 @pytest.fixture
 def studied_ws(studied, tmp_path, monkeypatch):
-    return _work_in_copy(studied, tmp_path, monkeypatch)
+    return work_in_copy(studied, tmp_path, monkeypatch)
 
 
 def test_a_study_run_writes_its_model_record_curve_and_series(studied):

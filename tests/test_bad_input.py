@@ -136,7 +136,7 @@ ARGUMENT = st.one_of(st.sampled_from(OPTIONS), st.sampled_from(
 def test_a_stage_command_refuses_bad_arguments_in_one_line(tmp_path, monkeypatch, command, args):
     """In a workspace with params and nothing else: whatever the arguments, one line and no
     traceback (valid ones stop at the first missing input)."""
-    from tests.test_artifacts import write_params
+    from tests.helpers import write_params
 
     if not (tmp_path / "params.yaml").exists():
         write_params(tmp_path)
@@ -175,7 +175,7 @@ def readable(tmp_path_factory):
     import shutil
 
     from arithrepro.checkout import working_dir as inside
-    from tests.test_artifacts import write_params
+    from tests.helpers import write_params
 
     ws = tmp_path_factory.mktemp("readable")
     write_params(ws, looped={"models": ["standard"]})

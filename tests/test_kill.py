@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.workspace import make_clone, ran_stages, sh
+from tests.workspace import make_clone, queue_workers, ran_stages, sh
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -225,8 +225,6 @@ def test_a_queued_experiment_whose_worker_is_killed_runs_again_to_the_same_end(
     checkpoint: `dvc queue kill` marks the experiment failed, the experiment queued again under
     its name runs to the end, `dvc repro` collects it from the run cache without running a
     stage, and its evaluation is the uninterrupted run's."""
-    from tests.test_two_commands import workers_of
-
     ws = tmp_path / "ws"
     shutil.copytree(pristine, ws, symlinks=True)
     cell = f"evaluate-looped@{CELLS[0]}"
@@ -242,7 +240,7 @@ def test_a_queued_experiment_whose_worker_is_killed_runs_again_to_the_same_end(
         while not list(ws.glob(f".dvc/tmp/exps/*/runs/looped/{CELLS[0]}/checkpoint.pt")):
             assert time.monotonic() < end, sh(["dvc", "queue", "status"], ws)
             time.sleep(0.005)
-        victims = workers_of(ws)
+        victims = queue_workers(ws)
         assert victims, "no queue worker found"
         for proc in victims:
             proc.kill()

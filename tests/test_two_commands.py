@@ -16,7 +16,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.workspace import sh
+from tests.workspace import queue_workers, sh
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -116,16 +116,6 @@ def test_a_second_command_is_refused_and_the_first_finishes(ws, first, second, r
     assert sh(["dvc", "status"], path).strip().endswith("Data and pipelines are up to date.")
 
 
-def workers_of(path: Path) -> list[psutil.Process]:
-    """The queue's worker processes for this repository (and what they run)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline", "cwd"]):
-        cmd = " ".join(proc.info["cmdline"] or [])
-        if "queue-worker" in cmd and str(path) in (proc.info["cwd"] or "") + cmd:
-            found += [proc, *proc.children(recursive=True)]
-    return found
-
-
 def start_queue(path: Path) -> None:
     # the worker it starts outlives it: the output goes nowhere, so that nothing waits on it
     subprocess.run(["dvc", "queue", "start", "-j", "1"], cwd=path, env=ENV, check=True,
@@ -143,7 +133,7 @@ def test_a_killed_queue_worker_leaves_its_cells_resumable(tmp_path):
     try:
         start_queue(path)
         wait_for(signals / "started.txt")
-        victims = workers_of(path)
+        victims = queue_workers(path)
         assert victims, "no queue worker found"
         for proc in victims:
             proc.kill()

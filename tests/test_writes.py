@@ -14,8 +14,7 @@ import torch
 import yaml
 
 from arithrepro.io import WriteError, write_json
-from tests.test_artifacts import (LOOPED, RUN_DIR, TRAIN_LOOPED, _work_in_copy, cli, ok,  # noqa: F401
-                                  trained, ws)
+from tests.helpers import LOOPED, RUN_DIR, TRAIN_LOOPED, cli, ok
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -86,3 +86,16 @@ def first_smoke_run(root: Path) -> FirstRun:
             shutil.copytree(clone, saved / "gpu", symlinks=True)
             done.write_text(out)
         return FirstRun(done.read_text(), clone, saved, saved / "params-reads.jsonl")
+
+
+def queue_workers(path: Path) -> list:
+    """The DVC experiment queue's worker processes for the repository at `path`, and every
+    process they run (psutil.Process objects)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if "queue-worker" in cmd and str(path) in (proc.info["cwd"] or "") + cmd:
+            found += [proc, *proc.children(recursive=True)]
+    return found
