@@ -84,10 +84,12 @@ def smoke_first_run(tmp_path_factory, worker_id):
 # handed files in this order, two to start with: the pipeline file that makes the shared smoke run
 # first, the queue recipe's own clone on the other worker meanwhile, then a short file for the
 # first worker and the remote scenarios (which wait for the smoke run) for the second; then the
+# fault tests (the kills compare with the smoke run; the rest make clones of their own); then the
 # files that take half a minute or more (`pytest --durations`), longest first, so that the suite
 # ends on short files and neither worker waits long for the other. The rest follows in
 # collection order.
 FIRST = ["test_pipeline.py", "test_queue.py", "test_config.py", "test_pipeline_remote.py",
+         "test_kill.py", "test_split_grid.py", "test_two_commands.py", "test_bad_input.py",
          "test_device.py", "test_ddp.py", "test_pipeline_extend.py", "test_crosscheck.py", "test_repro.py",
          "test_ensemble.py", "test_charlm_task.py"]
 
