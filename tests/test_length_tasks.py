@@ -129,3 +129,28 @@ def test_looped_text_round_trip():
     d = np.array([[1, 0, 0, 3], [0, 0, 0, 0]])
     assert lp._text(d).tolist() == ["3001", "0000"]
     assert (lp._digits(lp._text(d), 4) == d).all()
+
+
+def test_abacus_scores_each_recurrence_count_at_that_count(tmp_path, smoke_params, monkeypatch):
+    """The model decodes at each count it is scored at, whatever other counts are evaluated
+    beside it, and keeps its trained count after."""
+    import arithrepro.decoding
+    from tests.helpers import CONTRACT_SIZES, build
+
+    ab.TASK.generate(smoke_params, tmp_path)
+    model = build("abacus", CONTRACT_SIZES["abacus"], **ab.TASK.dims(smoke_params)).eval()
+    trained, ran_at = model.recurrences, []
+    decode = arithrepro.decoding.decode_split
+
+    def recording(net, *args, **kwargs):
+        ran_at.append(net.recurrences)
+        return decode(net, *args, **kwargs)
+
+    monkeypatch.setattr(arithrepro.decoding, "decode_split", recording)
+    for counts in ([1, trained, 2 * trained], [trained], [2 * trained, 1]):
+        smoke_params["abacus"]["eval"]["recurrences"] = counts
+        ran_at.clear()
+        _, rows = ab.TASK.evaluate(model, smoke_params, tmp_path, "cpu")
+        scored = sorted({*counts, trained})
+        assert ran_at == scored and sorted({row["recurrences"] for row in rows}) == scored
+        assert model.recurrences == trained

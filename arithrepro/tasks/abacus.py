@@ -306,15 +306,16 @@ class AbacusTask(StreamTask):
         g = self.load(data_dir, "grid")
         budget = torch.maximum(g["n1"], g["n2"]) + 2
         trained, counts = self._recurrences(model, params)
+        loops = self._loops(model)
         rows = []
         for r in counts:   # a model that does not loop has one count, its own
-            if r != trained:
+            if loops:
                 model.recurrences = r
             out = decode_split(model, g["tokens"], g["eq"] + 1, budget, END,
                                prof["eval"]["batch_size"], progress)
             ok = self.correct(out, g["tokens"], g["eq"], g["end"], budget)
             rows += self._cell_rows(r, g["n1"], g["n2"], ok)
-        if counts != [trained]:
+        if loops:
             model.recurrences = trained
         return self._metrics(rows, trained, self._data(params)), rows
 
@@ -356,10 +357,15 @@ class AbacusTask(StreamTask):
         """(the trained count, the counts evaluated): a block made to be applied again (input
         injection) runs at every count abacus.eval asks for; any other model (the benchmark's)
         at its own depth, written as one recurrence."""
-        if not getattr(getattr(model, "core", None), "inject", False):
+        if not AbacusTask._loops(model):
             return 1, [1]
         trained = model.recurrences
         return trained, sorted({*params["abacus"]["eval"]["recurrences"], trained})
+
+    @staticmethod
+    def _loops(model) -> bool:
+        """A block made to be applied again (input injection): its recurrence count may change."""
+        return bool(getattr(getattr(model, "core", None), "inject", False))
 
     def eval_count(self, params: dict, model) -> int:
         d = self._data(params)
