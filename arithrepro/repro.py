@@ -234,7 +234,7 @@ def holding(root: Path, echo=print):
     """One `arithrepro repro` at a time in a workspace, and none beside a DVC command that is
     running stages there. DVC's own lock cannot say it: it is let go while a stage's command
     runs, so that the stages here can run side by side. A plain `dvc repro` started while this
-    runs is refused by DVC at the first stage held here (docs/profiles.md)."""
+    runs is refused by DVC at the first stage held here (docs/faults.md)."""
     import fcntl
 
     path = root / ".dvc" / "tmp" / "repro.lock"
@@ -275,11 +275,19 @@ def _dvc_holders(root: Path, echo=print) -> list[tuple[int, str]]:
         echo(f"removed {path.relative_to(root)}: cut short by a DVC process killed while "
              "writing it, and no DVC process is left in this workspace")
         return []
-    infos = [i for held in lock.get("write", {}).values() for i in [held]]
-    infos += [i for held in lock.get("read", {}).values() for i in held]
-    alive = {(int(i["pid"]), " ".join([Path(i["cmd"].split(" ")[0]).name, *i["cmd"].split(" ")[1:]]))
-             for i in infos if int(i["pid"]) != os.getpid() and _alive(int(i["pid"]))}
+    infos = [*lock.get("write", {}).values(), *(i for held in lock.get("read", {}).values()
+                                                  for i in held)]
+    alive = {(int(i["pid"]), _shown(i["cmd"].split(" "))) for i in infos
+             if int(i["pid"]) != os.getpid() and _alive(int(i["pid"]))}
     return sorted(alive)
+
+
+def _shown(argv: list[str]) -> str:
+    """A command line as a message names it: from the program (`dvc`, or the script a Python
+    runs), by its name rather than its path."""
+    names = [Path(part).name for part in argv[:2]]
+    start = names.index("dvc") if "dvc" in names else 0
+    return " ".join([Path(argv[start]).name, *argv[start + 1:]])
 
 
 def _alive(pid: int) -> bool:
@@ -299,9 +307,9 @@ def _dvc_processes(root: Path) -> list[tuple[int, str]]:
     found = []
     for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
         cmd = proc.info["cmdline"] or []
-        names = [Path(part).name for part in cmd[:2]]   # dvc ..., or python .../dvc ...
-        if "dvc" in names and proc.info["pid"] != os.getpid() and proc.info["cwd"] == str(root):
-            found.append((proc.info["pid"], " ".join(["dvc", *cmd[names.index("dvc") + 1:]])))
+        if ("dvc" in [Path(part).name for part in cmd[:2]]   # dvc ..., or python .../dvc ...
+                and proc.info["pid"] != os.getpid() and proc.info["cwd"] == str(root)):
+            found.append((proc.info["pid"], _shown(cmd)))
     return found
 
 
