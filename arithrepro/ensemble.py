@@ -28,10 +28,12 @@ gives a copy back with its class's own.
 from __future__ import annotations
 
 import copy
+from contextlib import nullcontext
 
 import torch
 from torch import nn
 from torch.func import functional_call, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 class Ensemble(nn.Module):
@@ -101,8 +103,9 @@ class Ensemble(nn.Module):
         def one(params, inputs):
             return functional_call(template, (params, buffers), (inputs, *args), kwargs)
 
-        return vmap(one, in_dims=(0, None if shared else 0),
-                    randomness="different")(self.params(), x)
+        with attention_kernels(x.device):
+            return vmap(one, in_dims=(0, None if shared else 0),
+                        randomness="different")(self.params(), x)
 
     def lamb_blocks(self) -> dict:
         """Every stacked parameter as E times the blocks its template parameter holds (an LSTM
@@ -138,6 +141,15 @@ class Ensemble(nn.Module):
             for n, p in zip(self.names, self.stacked):
                 own[n].copy_(p[i])
         return model.train(self.training)
+
+
+def attention_kernels(device: torch.device):
+    """The attention kernels a forward under vmap may use on `device`. On CUDA, the plain (math)
+    one: vmap's batching rule hands the memory-efficient kernel's backward a log-sum-exp it
+    refuses ("LSE is not correctly aligned (strideH)", torch 2.11 on an H100, the eager GPT
+    ensemble of tests/test_cuda.py), and at these lengths (under 100 tokens) the plain kernel
+    costs little. Elsewhere, torch's own choice."""
+    return sdpa_kernel(SDPBackend.MATH) if device.type == "cuda" else nullcontext()
 
 
 def padding(model_spec, dims: dict) -> dict | None:

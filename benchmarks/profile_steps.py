@@ -11,10 +11,8 @@ profiler range per module call; the ops are ranked by self time over the whole s
 from __future__ import annotations
 
 import argparse
-import collections
 
 import torch
-import yaml
 from torch.profiler import ProfilerActivity, profile, record_function
 
 

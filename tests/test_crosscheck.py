@@ -66,4 +66,4 @@ def test_a_setting_with_changed_params_is_named_and_listed_as_such():
              "tasks": {"abacus": {"findings": [{"claim": "c", "holds": False, "measured": "n", "n": 1}]}}}
     text = page(own, [other])
     assert f"| {label(recipe)} | a CPU | AVX2 | 2 | `abacus.train.steps=1500` |" in text
-    assert f"| c | yes: m | **no** on one seed: a draw, not a finding: n |" in text
+    assert "| c | yes: m | **no** on one seed: a draw, not a finding: n |" in text

@@ -83,7 +83,6 @@ def test_greedy_decoding_on_cuda_equals_the_cpu(name):
 def test_torchrun_one_process_nccl(tmp_path):
     params = {**config.compose(["profile=smoke"], ROOT / "conf"), "device": "cuda"}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    bin_dir = Path(sys.executable).parent
     run = lambda *a: subprocess.run(list(a), cwd=tmp_path, capture_output=True, text=True,
                                     env={**os.environ})
     out = run(sys.executable, "-m", "arithrepro.cli", "generate-datasets", "--task", "expr")

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from arithrepro.ensemble import CopiesBatches, Ensemble, stack_inputs
+from arithrepro.ensemble import CopiesBatches, Ensemble, attention_kernels, stack_inputs
 from arithrepro.models.registry import MODELS, build_model
 from arithrepro.observers import NonFiniteLoss
 from arithrepro.train import TrainConfig, fit, make_optimizer
@@ -440,3 +440,18 @@ def test_a_copy_without_a_finite_validation_is_a_failed_copy_not_a_failed_run(tm
                   progress=False)
     assert "no validation loss was finite" in results[2]["failed"]
     assert results[0]["best_step"] > 0 and results[1]["best_step"] > 0
+
+
+def test_copies_attend_with_the_plain_kernel_on_cuda_and_torchs_choice_elsewhere():
+    """On CUDA the memory-efficient kernel's backward refuses the log-sum-exp vmap hands it
+    (tests/test_cuda.py trains such an ensemble); the switch is global state, so it is checked
+    here without a device."""
+    chosen = lambda: (torch.backends.cuda.math_sdp_enabled(),
+                      torch.backends.cuda.mem_efficient_sdp_enabled(),
+                      torch.backends.cuda.flash_sdp_enabled())
+    before = chosen()
+    with attention_kernels(torch.device("cuda")):
+        assert chosen() == (True, False, False)
+    assert chosen() == before
+    with attention_kernels(torch.device("cpu")):
+        assert chosen() == before

@@ -7,7 +7,7 @@ import torch
 
 from arithrepro.models.lm import count_params
 from benchmarks.naive_retran import naive_retran
-from tests.helpers import EXPECTED, LM_NAMES, PAD, SIZES, build
+from tests.helpers import EXPECTED, LM_NAMES, PAD, build
 
 
 @pytest.mark.parametrize("name,size", sorted(EXPECTED))

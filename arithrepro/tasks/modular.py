@@ -23,7 +23,7 @@ from arithrepro.findings import Finding
 from arithrepro.models.registry import build_model
 from arithrepro.params_reads import peek
 from arithrepro.runs import Built, Placement, RunSpec
-from arithrepro.schema import Optional, ParamsError, choice, fail, integer, list_of, number
+from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.tasks.base import Task
 from arithrepro.train import EpochBatches, TrainConfig
 
