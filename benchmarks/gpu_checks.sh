@@ -3,7 +3,10 @@
 # projected training times, the training step eager against torch.compile and CUDA graphs, and
 # ensembles against the same runs one by one.
 #   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of tests,estimate,compile,ensemble
-# Logs and JSON land in OUT_DIR (default gpu-out).
+# Logs and JSON land in OUT_DIR (default gpu-out). Run it from the repository root after
+# `pip install -e .` (stages/ is the package arithrepro.stages only through the install; a
+# non-editable install is shadowed there by the source tree, which lacks it). The tests run on
+# eight workers: the static step's tests alone take minutes on a GPU (docs/benchmarks.md).
 set -uo pipefail
 out=${1:-gpu-out}
 parts=${2:-tests,estimate,compile,ensemble}
@@ -12,7 +15,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())" | tee -a "$out/gpu.txt"
 if [[ $parts == *tests* ]]; then
-    python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_device.py \
+    python3 -m pytest -q -p no:cacheprovider -n 8 --dist loadfile --durations=20 tests/test_cuda.py tests/test_device.py \
         tests/test_fast_paths.py tests/test_micro_batches.py tests/test_optim.py \
         tests/test_decoding.py tests/test_recurrent_fused.py tests/test_retran_fused.py \
         tests/test_graphs.py tests/test_ensemble.py tests/test_provenance.py::test_a_cuda_run_names_its_gpu \
