@@ -10,7 +10,9 @@ differ), so a second crosscheck of the same setting restores it from the run cac
 - docs/crosscheck/<capability>-t<threads>.json: the setting, where it ran, each task's cells
   (mean, std and n of its headline metrics) and findings;
 - docs/crosscheck.md: per task and finding, whether it holds and on what, a column per setting,
-  the workspace's own runs first (from its records, as the results page reads them).
+  the workspace's own runs first (from its records, as the results page reads them);
+- README.md's crosscheck block, where the README has one: each finding's verdict in each
+  setting, and whether every setting agrees with the workspace's.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from arithrepro.checkout import copy_checkout, working_dir
 DOCS = Path("docs")
 PAGE = DOCS / "crosscheck.md"
 FOLDER = DOCS / "crosscheck"
+README = Path("README.md")
+README_START = ("<!-- crosscheck: written by `arithrepro crosscheck` from docs/crosscheck/*.json; "
+                "edit nothing here -->")
+README_END = "<!-- /crosscheck -->"
 
 
 def label(setting: dict) -> str:
@@ -134,9 +140,42 @@ def page(own: dict, others: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def readme_block(own: dict, others: list[dict]) -> str:
+    """README.md's crosscheck block: a row per task and finding, the verdict in each setting
+    (the words of docs/crosscheck.md without the numbers), and whether they all agree."""
+    from arithrepro.findings import verdict_word
+
+    columns = [("this workspace", own), *((label(o["setting"]), o) for o in others)]
+    lines = [README_START, ""]
+    if not others:
+        return "\n".join([*lines, "No other setting checked yet.", "", README_END])
+    header = ["task", "finding", *(name for name, _ in columns), "same verdict"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    agree = total = 0
+    for task, data in own["tasks"].items():
+        if not any(task in o["tasks"] for o in others):
+            continue
+        for finding in data.get("findings", []):
+            words = []
+            for _, d in columns:
+                f = next((f for f in d["tasks"].get(task, {}).get("findings", [])
+                          if f["claim"] == finding["claim"]), None)
+                words.append(verdict_word(f) if f else "not run")
+            same = len({w for w in words if w != "not run"}) == 1
+            agree, total = agree + same, total + 1
+            lines.append(f"| {task} | {finding['claim']} | " + " | ".join(words)
+                         + f" | {'yes' if same else '**no**'} |")
+    ran = " and ".join(sorted({d["origin"].get("machine", ["–"])[0] for _, d in columns}))
+    summary = (f"{agree} of {total} findings give the same verdict in every setting, on {ran}; "
+               "the numbers beside each verdict are on [docs/crosscheck.md](docs/crosscheck.md).")
+    return "\n".join([README_START, "", summary, "", *lines[2:], "", README_END])
+
+
 def write(own: dict, result: dict | None) -> list[Path]:
-    """The setting's JSON (when one ran) and the page over every setting on record."""
+    """The setting's JSON (when one ran), the page over every setting on record, and the
+    README's block where the README has one."""
     from arithrepro.io import write_json, write_text
+    from arithrepro.report.results import with_block
 
     written = []
     if result is not None:
@@ -145,4 +184,9 @@ def write(own: dict, result: dict | None) -> list[Path]:
         written.append(path)
     others = [json.loads(p.read_text()) for p in sorted(FOLDER.glob("*.json"))] if FOLDER.is_dir() else []
     write_text(PAGE, page(own, others))
-    return [*written, PAGE]
+    written.append(PAGE)
+    readme = README.read_text() if README.is_file() else ""
+    if README_START in readme:
+        write_text(README, with_block(readme, readme_block(own, others), README_START, README_END))
+        written.append(README)
+    return written

@@ -67,3 +67,35 @@ def test_a_setting_with_changed_params_is_named_and_listed_as_such():
     text = page(own, [other])
     assert f"| {label(recipe)} | a CPU | AVX2 | 2 | `abacus.train.steps=1500` |" in text
     assert "| c | yes: m | **no** on one seed: a draw, not a finding: n |" in text
+
+
+def test_the_readmes_block_gives_each_findings_verdicts_and_whether_they_agree(tmp_path, monkeypatch):
+    from arithrepro import crosscheck
+
+    finding = lambda claim, holds, n=5: {"claim": claim, "holds": holds, "measured": "9.9 %", "n": n}
+    own = {"origin": {"machine": ["AMD EPYC"]},
+           "tasks": {"abacus": {"findings": [finding("learned", True), finding("carries", True)]},
+                     "expr": {"findings": [finding("retran wins", True)]}}}
+    other = {"setting": {"capability": "avx2", "threads": 1, "set": []},
+             "origin": {"machine": ["AMD EPYC"]},
+             "tasks": {"abacus": {"findings": [finding("learned", True), finding("carries", False)]}}}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs" / "crosscheck").mkdir(parents=True)
+    (tmp_path / "docs" / "crosscheck" / "avx2-t1.json").write_text(json.dumps(other))
+    readme = f"# title\n\n{crosscheck.README_START}\nold\n{crosscheck.README_END}\n\nrest\n"
+    (tmp_path / "README.md").write_text(readme)
+    written = crosscheck.write(own, None)
+    assert [str(p) for p in written] == ["docs/crosscheck.md", "README.md"]
+    text = (tmp_path / "README.md").read_text()
+    assert text.startswith("# title\n\n" + crosscheck.README_START) and text.endswith(
+        crosscheck.README_END + "\n\nrest\n")
+    assert "1 of 2 findings give the same verdict in every setting, on AMD EPYC" in text
+    assert "| abacus | learned | yes | yes | yes |" in text
+    assert "| abacus | carries | yes | **no** | **no** |" in text
+    assert "retran wins" not in text and "9.9" not in text   # a task not checked; no numbers
+
+    # No block in the README: it is left as it is; no other setting: the block says so.
+    (tmp_path / "README.md").write_text("# title\n")
+    assert [str(p) for p in crosscheck.write(own, None)] == ["docs/crosscheck.md"]
+    assert (tmp_path / "README.md").read_text() == "# title\n"
+    assert "No other setting checked yet." in crosscheck.readme_block(own, [])

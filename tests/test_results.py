@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from arithrepro import crosscheck
 from arithrepro.report import results, tables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +55,7 @@ def test_the_page_and_the_block_show_what_was_collected(data):
 
 
 def test_a_readme_without_its_block_is_one_clear_error():
-    with pytest.raises(ValueError, match="no results block"):
+    with pytest.raises(ValueError, match="README.md: no block <!-- results:"):
         results.with_block("# title\n", "x")
     text = f"a\n{results.README_START}\nold\n{results.README_END}\nb\n"
     assert results.with_block(text, "new") == "a\nnew\nb\n"
@@ -71,11 +72,14 @@ def test_a_figure_copy_is_no_wider_than_the_page(tmp_path):
 
 
 def test_the_readmes_results_are_the_generated_ones():
-    """No number in the README's results section that the results stage did not write."""
+    """No number in the README's results section that the results stage or crosscheck did not
+    write."""
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Results", 1)[1].split("\n## ", 1)[0]
     start, end = section.index(results.README_START), section.index(results.README_END)
-    outside = section[:start] + section[end:]
+    cross = section.index(crosscheck.README_START), section.index(crosscheck.README_END)
+    outside = section[:min(start, cross[0])] + section[cross[1]:start] + section[end:]
+    assert cross[1] < start, "the crosscheck block before the results block"
     assert not re.search(r"\d", outside), "a number typed by hand in the README's results"
     generated = ROOT / "docs" / "results.json"
     if generated.is_file():

@@ -128,12 +128,14 @@ def readme_block(data: dict) -> str:
                       "[docs/results.md](docs/results.md).", "", *rows, "", README_END])
 
 
-def with_block(readme: str, block: str) -> str:
-    """README.md with its results block replaced (ValueError if it has none)."""
-    start, end = readme.find(README_START), readme.find(README_END)
+def with_block(readme: str, block: str, start_mark: str = README_START,
+               end_mark: str = README_END) -> str:
+    """README.md with its block between the two marks replaced (ValueError if it has none);
+    the block holds the marks itself."""
+    start, end = readme.find(start_mark), readme.find(end_mark)
     if start < 0 or end < start:
-        raise ValueError(f"README.md: no results block ({README_START} ... {README_END})")
-    return readme[:start] + block + readme[end + len(README_END):]
+        raise ValueError(f"README.md: no block {start_mark} ... {end_mark}")
+    return readme[:start] + block + readme[end + len(end_mark):]
 
 
 def thumbnail(src: Path, dst: Path, width: int = THUMBNAIL_WIDTH) -> Path:
