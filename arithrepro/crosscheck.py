@@ -8,7 +8,8 @@ differ), so a second crosscheck of the same setting restores it from the run cac
 (arithrepro/findings.py) and written beside the workspace's own:
 
 - docs/crosscheck/<capability>-t<threads>.json: the setting, where it ran, each task's cells
-  (mean, std and n of its headline metrics) and findings;
+  (mean, std and n of its headline metrics), findings and the workspace's commit they ran at; a
+  later check of some tasks replaces those tasks and keeps the others;
 - docs/crosscheck.md: per task and finding, whether it holds and on what, a column per setting,
   the workspace's own runs first (from its records, as the results page reads them);
 - README.md's crosscheck block, where the README has one: each finding's verdict in each
@@ -69,7 +70,19 @@ def task_report(params: dict, tasks: list[str]) -> dict:
                    params["profile"], found)
     origin = {k: sorted({str(v) for v in df[k].dropna()}) for k in ("machine", "cpu_capability",
                                                                        "threads") if k in df}
+    for name, task in data["tasks"].items():
+        rows = df[df["task"] == name]
+        task["commit"] = " ".join(sorted({str(c)[:7] for c in rows["commit"].dropna()})) \
+            if "commit" in rows else ""
     return {"origin": origin, "tasks": data["tasks"]}
+
+
+def head(root: Path) -> str:
+    """The workspace's commit, short, and "+changes" when its tracked files differ from it."""
+    git = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True)
+    sha = git("rev-parse", "--short=7", "HEAD").stdout.strip()
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return sha + ("+changes" if sha and dirty else "")
 
 
 def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path | None,
@@ -96,6 +109,8 @@ def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path
                                f"the scratch copy stays, its logs in {scratch}/logs/repro")
         with working_dir(scratch):
             report = task_report(changed, tasks)
+        for task in report["tasks"].values():   # the scratch repository's commit names nothing
+            task["commit"] = head(root)
     except BaseException:
         keep = True   # what failed stays to be read
         raise
@@ -125,7 +140,8 @@ def page(own: dict, others: list[dict]) -> str:
     lines.append("")
     tasks = [t for t in own["tasks"] if any(t in d["tasks"] for _, d in columns[1:])] or list(own["tasks"])
     for task in tasks:
-        lines += [f"## {task}", ""]
+        lines += [f"## {task}", "", "Commit: " + "; ".join(
+            f"{name} {commits(data, task)}" for name, data in columns if task in data["tasks"]), ""]
         header = ["finding", *(name for name, _ in columns)]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         claims = [f["claim"] for f in own["tasks"].get(task, {}).get("findings", [])]
@@ -138,6 +154,22 @@ def page(own: dict, others: list[dict]) -> str:
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def merged(earlier: dict | None, result: dict) -> dict:
+    """A setting's record after `result`: its tasks replace the earlier ones, the earlier
+    file's other tasks stay (each with the commit it ran at), and where they ran is the union."""
+    if earlier is None:
+        return result
+    tasks = {**earlier["tasks"], **result["tasks"]}
+    keys = {*earlier.get("origin", {}), *result["origin"]}
+    origin = {k: sorted({*earlier.get("origin", {}).get(k, []), *result["origin"].get(k, [])})
+              for k in keys}
+    return {**result, "origin": origin, "tasks": tasks}
+
+
+def commits(data: dict, task: str) -> str:
+    return data["tasks"].get(task, {}).get("commit") or "not recorded"
 
 
 def readme_block(own: dict, others: list[dict]) -> str:
@@ -168,6 +200,15 @@ def readme_block(own: dict, others: list[dict]) -> str:
     ran = " and ".join(sorted({d["origin"].get("machine", ["–"])[0] for _, d in columns}))
     summary = (f"{agree} of {total} findings give the same verdict in every setting, on {ran}; "
                "the numbers beside each verdict are on [docs/crosscheck.md](docs/crosscheck.md).")
+    checked = [t for t in own["tasks"] if any(t in o["tasks"] for o in others)]
+    where = []
+    for name, data in columns:
+        by_commit = {}
+        for t in checked:
+            if t in data["tasks"]:
+                by_commit.setdefault(commits(data, t), []).append(t)
+        where.append(f"{name}: " + "; ".join(f"{', '.join(ts)} at {c}" for c, ts in by_commit.items()))
+    summary += " Commits: " + ". ".join(where) + "."
     return "\n".join([README_START, "", summary, "", *lines[2:], "", README_END])
 
 
@@ -180,7 +221,7 @@ def write(own: dict, result: dict | None) -> list[Path]:
     written = []
     if result is not None:
         path = FOLDER / f"{label(result['setting'])}.json"
-        write_json(path, result)
+        write_json(path, merged(json.loads(path.read_text()) if path.is_file() else None, result))
         written.append(path)
     others = [json.loads(p.read_text()) for p in sorted(FOLDER.glob("*.json"))] if FOLDER.is_dir() else []
     write_text(PAGE, page(own, others))

@@ -74,8 +74,9 @@ def test_the_readmes_block_gives_each_findings_verdicts_and_whether_they_agree(t
 
     finding = lambda claim, holds, n=5: {"claim": claim, "holds": holds, "measured": "9.9 %", "n": n}
     own = {"origin": {"machine": ["AMD EPYC"]},
-           "tasks": {"abacus": {"findings": [finding("learned", True), finding("carries", True)]},
-                     "expr": {"findings": [finding("retran wins", True)]}}}
+           "tasks": {"abacus": {"findings": [finding("learned", True), finding("carries", True)],
+                                "commit": "aaaaaaa"},
+                     "expr": {"findings": [finding("retran wins", True)], "commit": "aaaaaaa"}}}
     other = {"setting": {"capability": "avx2", "threads": 1, "set": []},
              "origin": {"machine": ["AMD EPYC"]},
              "tasks": {"abacus": {"findings": [finding("learned", True), finding("carries", False)]}}}
@@ -93,9 +94,25 @@ def test_the_readmes_block_gives_each_findings_verdicts_and_whether_they_agree(t
     assert "| abacus | learned | yes | yes | yes |" in text
     assert "| abacus | carries | yes | **no** | **no** |" in text
     assert "retran wins" not in text and "9.9" not in text   # a task not checked; no numbers
+    assert "Commits: this workspace: abacus at aaaaaaa. avx2-t1: abacus at not recorded." in text
+    assert "Commit: this workspace aaaaaaa; avx2-t1 not recorded" in (tmp_path / "docs" / "crosscheck.md").read_text()
 
     # No block in the README: it is left as it is; no other setting: the block says so.
     (tmp_path / "README.md").write_text("# title\n")
     assert [str(p) for p in crosscheck.write(own, None)] == ["docs/crosscheck.md"]
     assert (tmp_path / "README.md").read_text() == "# title\n"
     assert "No other setting checked yet." in crosscheck.readme_block(own, [])
+
+
+def test_a_later_check_of_some_tasks_keeps_the_settings_other_tasks():
+    from arithrepro.crosscheck import merged
+
+    setting = {"capability": "avx2", "threads": 1, "set": []}
+    earlier = {"setting": setting, "origin": {"machine": ["A"], "threads": ["1"]},
+               "tasks": {"abacus": {"commit": "old"}, "expr": {"commit": "old"}}}
+    later = {"setting": setting, "origin": {"machine": ["B"], "threads": ["1"]},
+             "tasks": {"expr": {"commit": "new"}}}
+    assert merged(earlier, later) == {"setting": setting,
+                                      "origin": {"machine": ["A", "B"], "threads": ["1"]},
+                                      "tasks": {"abacus": {"commit": "old"}, "expr": {"commit": "new"}}}
+    assert merged(None, later) == later
