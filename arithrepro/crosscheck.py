@@ -77,12 +77,40 @@ def task_report(params: dict, tasks: list[str]) -> dict:
     return {"origin": origin, "tasks": data["tasks"]}
 
 
+# what the runs are made of (the generated results beside them are not)
+RUN_INPUTS = ["arithrepro", "stages", "conf", "params.yaml", "dvc.yaml"]
+
+
 def head(root: Path) -> str:
-    """The workspace's commit, short, and "+changes" when its tracked files differ from it."""
+    """The workspace's commit, short, and "+changes" when what the runs are made of differs
+    from it."""
     git = lambda *a: subprocess.run(["git", *a], cwd=root, capture_output=True, text=True)
     sha = git("rev-parse", "--short=7", "HEAD").stdout.strip()
-    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", *RUN_INPUTS).stdout.strip()
     return sha + ("+changes" if sha and dirty else "")
+
+
+def on_record() -> list[str]:
+    """The tasks some setting's file in docs/crosscheck/ holds."""
+    files = sorted(FOLDER.glob("*.json")) if FOLDER.is_dir() else []
+    return sorted({t for p in files for t in json.loads(p.read_text())["tasks"]})
+
+
+def with_tasks_on_record(own: dict, params: dict) -> dict:
+    """`own` with the workspace's report of every other task a setting's file holds, where the
+    workspace has that task's records (the page shows a task beside the workspace's own)."""
+    from arithrepro.io import ArtifactError
+
+    tasks = dict(own["tasks"])
+    for task in on_record():
+        if task not in tasks:
+            try:
+                tasks[task] = task_report(params, [task])["tasks"][task]
+            except ArtifactError:   # a damaged record stops it, as anywhere
+                raise
+            except (FileNotFoundError, ValueError):   # no records of it here: not shown
+                pass
+    return {**own, "tasks": tasks}
 
 
 def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path | None,

@@ -54,5 +54,5 @@ def crosscheck(params_path: str, capability: str, threads: int, overrides: tuple
         config.compose([f"profile={params['profile']}", *overrides], Path("conf"))
     own = check.task_report(params, chosen)   # first: a missing record stops it before any work
     result = None if page_only else check.run(params, setting, chosen, Path.cwd(), workdir, keep)
-    written = check.write(own, result)
+    written = check.write(check.with_tasks_on_record(own, params), result)
     done(f"crosscheck: {', '.join(chosen)} -> {', '.join(map(str, written))}")

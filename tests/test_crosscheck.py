@@ -2,7 +2,9 @@
 DEFAULT kernels and one thread, in a scratch copy that shares the workspace's DVC cache."""
 
 import json
+import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -116,3 +118,43 @@ def test_a_later_check_of_some_tasks_keeps_the_settings_other_tasks():
                                       "origin": {"machine": ["A", "B"], "threads": ["1"]},
                                       "tasks": {"abacus": {"commit": "old"}, "expr": {"commit": "new"}}}
     assert merged(None, later) == later
+
+
+def test_the_page_shows_every_task_on_record_whose_records_the_workspace_has(tmp_path, monkeypatch):
+    from arithrepro import crosscheck
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs" / "crosscheck").mkdir(parents=True)
+    (tmp_path / "docs" / "crosscheck" / "avx2-t1.json").write_text(json.dumps(
+        {"setting": {}, "origin": {}, "tasks": {"abacus": {}, "looped": {}, "expr": {}}}))
+    assert crosscheck.on_record() == ["abacus", "expr", "looped"]
+    reports = {"looped": {"findings": [], "commit": "bbbbbbb"}}
+
+    def task_report(params, tasks):
+        (task,) = tasks
+        if task not in reports:
+            raise FileNotFoundError(f"metrics/{task}/runs/x.json: missing; run `dvc repro`")
+        return {"origin": {}, "tasks": {task: reports[task]}}
+
+    monkeypatch.setattr(crosscheck, "task_report", task_report)
+    own = {"origin": {}, "tasks": {"expr": {"commit": "aaaaaaa"}}}
+    assert crosscheck.with_tasks_on_record(own, {})["tasks"] == {
+        "expr": {"commit": "aaaaaaa"}, "looped": {"findings": [], "commit": "bbbbbbb"}}
+
+
+def test_the_commit_is_marked_changed_only_when_what_the_runs_are_made_of_changed(tmp_path):
+    from arithrepro.checkout import IDENTITY
+    from arithrepro.crosscheck import head
+
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True,
+                                    env={**IDENTITY, **os.environ})
+    (tmp_path / "arithrepro").mkdir()
+    (tmp_path / "arithrepro" / "a.py").write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("results\n")
+    git("init", "-q"); git("add", "-A"); git("commit", "-qm", "c")
+    sha = head(tmp_path)
+    assert len(sha) == 7 and "+" not in sha
+    (tmp_path / "README.md").write_text("other results\n")
+    assert head(tmp_path) == sha
+    (tmp_path / "arithrepro" / "a.py").write_text("x = 2\n")
+    assert head(tmp_path) == sha + "+changes"
