@@ -110,7 +110,10 @@ def with_tasks_on_record(own: dict, params: dict) -> dict:
                 raise
             except (FileNotFoundError, ValueError):   # no records of it here: not shown
                 pass
-    return {**own, "tasks": tasks}
+    from arithrepro.tasks.registry import TASKS
+
+    order = list(TASKS)   # the registry's order, whichever tasks were just checked
+    return {**own, "tasks": dict(sorted(tasks.items(), key=lambda kv: order.index(kv[0])))}
 
 
 def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path | None,
@@ -166,7 +169,7 @@ def page(own: dict, others: list[dict]) -> str:
                      f"{' / '.join(o.get('cpu_capability', [])) or '–'} | "
                      f"{' / '.join(o.get('threads', [])) or '–'} | {sets} |")
     lines.append("")
-    tasks = [t for t in own["tasks"] if any(t in d["tasks"] for _, d in columns[1:])] or list(own["tasks"])
+    tasks = checked(own, others) or list(own["tasks"])
     for task in tasks:
         lines += [f"## {task}", "", "Commit: " + "; ".join(
             f"{name} {commits(data, task)}" for name, data in columns if task in data["tasks"]), ""]
@@ -176,8 +179,7 @@ def page(own: dict, others: list[dict]) -> str:
         for claim in claims:
             row = [claim]
             for _, data in columns:
-                f = next((f for f in data["tasks"].get(task, {}).get("findings", [])
-                          if f["claim"] == claim), None)
+                f = finding(data, task, claim)
                 row.append(f"{verdict_word(f)}: {f['measured']}" if f else "not run")
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
@@ -200,44 +202,50 @@ def commits(data: dict, task: str) -> str:
     return data["tasks"].get(task, {}).get("commit") or "not recorded"
 
 
+def checked(own: dict, others: list[dict]) -> list[str]:
+    """The workspace's tasks that some other setting checked."""
+    return [t for t in own["tasks"] if any(t in o["tasks"] for o in others)]
+
+
+def finding(data: dict, task: str, claim: str) -> dict | None:
+    return next((f for f in data["tasks"].get(task, {}).get("findings", [])
+                 if f["claim"] == claim), None)
+
+
 def readme_block(own: dict, others: list[dict]) -> str:
     """README.md's crosscheck block: a row per task and finding, the verdict in each setting
     (the words of docs/crosscheck.md without the numbers), and whether they all agree."""
     from arithrepro.findings import verdict_word
 
-    columns = [("this workspace", own), *((label(o["setting"]), o) for o in others)]
-    lines = [README_START, ""]
     if not others:
-        return "\n".join([*lines, "No other setting checked yet.", "", README_END])
+        return "\n".join([README_START, "", "No other setting checked yet.", "", README_END])
+    columns = [("this workspace", own), *((label(o["setting"]), o) for o in others)]
+    tasks = checked(own, others)
     header = ["task", "finding", *(name for name, _ in columns), "same verdict"]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     agree = total = 0
-    for task, data in own["tasks"].items():
-        if not any(task in o["tasks"] for o in others):
-            continue
-        for finding in data.get("findings", []):
+    for task in tasks:
+        for claim in (f["claim"] for f in own["tasks"][task].get("findings", [])):
             words = []
             for _, d in columns:
-                f = next((f for f in d["tasks"].get(task, {}).get("findings", [])
-                          if f["claim"] == finding["claim"]), None)
+                f = finding(d, task, claim)
                 words.append(verdict_word(f) if f else "not run")
             same = len({w for w in words if w != "not run"}) == 1
             agree, total = agree + same, total + 1
-            lines.append(f"| {task} | {finding['claim']} | " + " | ".join(words)
-                         + f" | {'yes' if same else '**no**'} |")
+            rows.append(f"| {task} | {claim} | " + " | ".join(words)
+                        + f" | {'yes' if same else '**no**'} |")
     ran = " and ".join(sorted({d["origin"].get("machine", ["–"])[0] for _, d in columns}))
-    summary = (f"{agree} of {total} findings give the same verdict in every setting, on {ran}; "
-               "the numbers beside each verdict are on [docs/crosscheck.md](docs/crosscheck.md).")
-    checked = [t for t in own["tasks"] if any(t in o["tasks"] for o in others)]
     where = []
     for name, data in columns:
         by_commit = {}
-        for t in checked:
+        for t in tasks:
             if t in data["tasks"]:
                 by_commit.setdefault(commits(data, t), []).append(t)
         where.append(f"{name}: " + "; ".join(f"{', '.join(ts)} at {c}" for c, ts in by_commit.items()))
-    summary += " Commits: " + ". ".join(where) + "."
-    return "\n".join([README_START, "", summary, "", *lines[2:], "", README_END])
+    summary = (f"{agree} of {total} findings give the same verdict in every setting, on {ran}; "
+               "the numbers beside each verdict are on [docs/crosscheck.md](docs/crosscheck.md). "
+               "Commits: " + ". ".join(where) + ".")
+    return "\n".join([README_START, "", summary, "", *rows, "", README_END])
 
 
 def write(own: dict, result: dict | None) -> list[Path]:
