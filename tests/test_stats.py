@@ -1,0 +1,97 @@
+"""arithrepro/stats.py: each test against a plain enumeration or a textbook value, and each
+outcome reached on numbers built to reach it."""
+
+import itertools
+import math
+import statistics
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arithrepro import stats
+
+
+def brute_one_sided(a, b):
+    """The exact permutation p of mean(a) − mean(b), by enumerating every split."""
+    pool, na = a + b, len(a)
+    observed = statistics.fmean(a) - statistics.fmean(b)
+    hits = total = 0
+    for idx in itertools.combinations(range(len(pool)), na):
+        x = [pool[i] for i in idx]
+        y = [pool[i] for i in range(len(pool)) if i not in idx]
+        total += 1
+        hits += statistics.fmean(x) - statistics.fmean(y) >= observed - 1e-12
+    return hits / total
+
+
+values = st.lists(st.integers(0, 20).map(lambda v: v / 20), min_size=2, max_size=5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(values, values)
+def test_the_permutation_p_is_the_enumerated_one(a, b):
+    c = stats.compare(a, b)
+    if c.p < 1.0:
+        assert c.p == pytest.approx(brute_one_sided(a, b), abs=1e-9)
+    assert c.min_p == pytest.approx(1 / math.comb(len(a) + len(b), len(a)))
+
+
+def test_five_against_five_separated_is_the_smallest_p():
+    c = stats.compare([0.6, 0.61, 0.62, 0.63, 0.64], [0.5, 0.51, 0.52, 0.53, 0.54])
+    assert c.p == pytest.approx(1 / 252) and c.outcome == stats.YES
+    assert c.ci[0] > 0 and c.g > 1
+
+
+def test_reversed_and_overlapping():
+    hi, lo = [0.6, 0.61, 0.62, 0.63, 0.64], [0.5, 0.51, 0.52, 0.53, 0.54]
+    assert stats.compare(lo, hi).outcome == stats.NO
+    assert stats.compare([0.41, 0.45, 0.38, 0.40, 0.42],
+                         [0.40, 0.41, 0.39, 0.42, 0.38]).outcome == stats.CLOSE
+
+
+def test_two_against_two_can_never_decide():
+    c = stats.compare([0.9, 0.91], [0.1, 0.11])
+    assert c.outcome == stats.CLOSE and c.min_p == pytest.approx(1 / 6)
+    assert "cannot go below 0.167" in c.words()
+
+
+def test_hedges_g_matches_its_formula():
+    a, b = [1.0, 2.0, 3.0], [2.0, 3.0, 4.0, 5.0]
+    pooled = math.sqrt((2 * 1.0 + 3 * statistics.variance(b)) / 5)
+    assert stats.compare(a, b).g == pytest.approx((2 - 3.5) / pooled * (1 - 3 / (4 * 7 - 9)))
+
+
+def test_paired_sign_flip_smallest_p_over_five_runs():
+    p = stats.paired([0.9, 0.8, 0.85, 0.9, 0.7], [0.5, 0.4, 0.45, 0.6, 0.3])
+    assert p.p == pytest.approx(1 / 32) and p.outcome == stats.YES
+    assert stats.paired([1, 1], [0, 0]).outcome == stats.CLOSE   # 1/4 at best
+
+
+def test_against_the_source():
+    # seeds spread around the value: an interval inside the band
+    a = stats.against([0.997, 0.998, 0.999, 0.998, 0.997], 0.9979, 0.01)
+    assert a.method == "t over seeds" and a.outcome == stats.YES
+    # far below it: disjoint
+    assert stats.against([0.5, 0.55, 0.6], 0.9979, 0.01).outcome == stats.NO
+    # a wide spread holds both
+    assert stats.against([0.9, 1.0, 0.95], 0.9979, 0.01).outcome == stats.CLOSE
+    # one seed gives no interval
+    assert stats.against([1.0], 1.0, 0.01).outcome == stats.CLOSE
+
+
+def test_all_seeds_at_one_hundred_percent_take_an_exact_binomial_bound():
+    a = stats.against([1.0] * 5, 1.0, 0.01, trials=961)
+    assert a.method.startswith("exact binomial")
+    # Clopper-Pearson lower bound of 4805 of 4805: 0.025 ** (1 / 4805)
+    assert a.interval[0] == pytest.approx(0.025 ** (1 / 4805), rel=1e-9)
+    assert a.outcome == stats.YES
+    # the same on 20 problems a seed cannot tell 1.0 from 0.97
+    assert stats.against([1.0] * 5, 1.0, 0.01, trials=20).outcome == stats.CLOSE
+
+
+def test_above_a_bar():
+    assert stats.above([0.137, 0.12, 0.15, 0.14, 0.13], 0.10).outcome == stats.YES
+    assert stats.above([0.09, 0.08, 0.1], 0.10).outcome == stats.NO
+    assert stats.above([1.0, 1.0, 1.0], 0.5).method == "exact sign"
+    assert stats.above([1.0] * 5, 0.5).p == pytest.approx(1 / 32)
