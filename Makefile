@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup repro smoke test bench clean-venv
+.PHONY: setup repro smoke test bench modular-source clean-venv
 
 setup: $(STAMP)
 
@@ -24,6 +24,23 @@ $(STAMP): pyproject.toml
 # The stages of `dvc repro`, several at once (arithrepro/repro.py; docs/profiles.md).
 repro: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --readme
+
+# modular's sanity study at every one of the source's values (conf/sanity/source.yaml: 10,001
+# steps, five seeds; about an hour on two cores, docs/modular.md): in a worktree of HEAD that
+# shares this workspace's DVC cache, so the cpu profile's other cells come from its run cache
+# (run `make repro` first) and the new ones go to it; the verdicts of the claims it tests go
+# to docs/modular-source.json, which this workspace's results page reads.
+SOURCE_WS := .dvc/tmp/modular-source
+modular-source: setup
+	rm -rf $(SOURCE_WS) && git worktree prune && git worktree add --detach $(SOURCE_WS) HEAD
+	cd $(SOURCE_WS) && $(abspath $(BIN))/dvc cache dir --local $(abspath .dvc/cache) \
+	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro compose-params sanity=source \
+	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro repro
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --from $(SOURCE_WS)/docs/results.json
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro results
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --readme
+	git worktree remove --force $(SOURCE_WS)
 
 smoke: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc exp run -S profile=smoke

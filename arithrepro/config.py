@@ -26,6 +26,7 @@ from arithrepro.device import DEVICES, PRECISIONS, resolve_device, resolve_preci
 from arithrepro.models.registry import MODELS
 from arithrepro.params_reads import peek, recording
 from arithrepro.schema import (Map, ParamsError, boolean, check_schema, choice, fail, integer,
+                               list_of,
                                number)
 from arithrepro.tasks.registry import TASKS
 
@@ -68,7 +69,30 @@ def schema() -> dict:
         **{t: task.params_schema() for t, task in TASKS.items()},
         "bench": bench.schema(),
         "llm": llm.schema(),
+        "tuning": {"seeds": list_of(integer(0), min_len=0), "tuned": list_of(_seeds_key, min_len=0)},
+        "claims": {"targets": list_of(choice("modular-source"), min_len=0)},
     }
+
+
+def _seeds_key(key, value) -> None:
+    if not isinstance(value, str) or not value.endswith(".seeds"):
+        fail(key, value, "a params key naming a list of seeds (<...>.seeds)")
+
+
+def check_tuning(params: dict) -> None:
+    """No list of seeds whose recipe was chosen on the tuning seeds holds one of them: every
+    verdict comes from seeds no choice looked at (docs/profiles.md, "Tuning seeds")."""
+    tuning = set(params["tuning"]["seeds"])
+    for i, key in enumerate(params["tuning"]["tuned"]):
+        node = params
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise ParamsError(f"tuning.tuned[{i}] = {key!r}: no such params key")
+            node = node[part]
+        used = sorted(tuning & set(node or []))
+        if used:
+            raise ParamsError(f"{key} = {node}: {used} {'is a tuning seed' if len(used) == 1 else 'are tuning seeds'} "
+                              f"(tuning.seeds), which chose this recipe; use other seeds")
 
 
 def validate(params: Any) -> dict:
@@ -84,6 +108,7 @@ def validate(params: Any) -> dict:
         task.check_params(params)
     bench.check(params)
     llm.check(params)
+    check_tuning(params)
     return params
 
 

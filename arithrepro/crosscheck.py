@@ -175,9 +175,9 @@ def page(own: dict, others: list[dict]) -> str:
             f"{name} {commits(data, task)}" for name, data in columns if task in data["tasks"]), ""]
         header = ["finding", *(name for name, _ in columns)]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        claims = [f["claim"] for f in own["tasks"].get(task, {}).get("findings", [])]
+        claims = [_key(f) for f in own["tasks"].get(task, {}).get("findings", [])]
         for claim in claims:
-            row = [claim]
+            row = [_claim(own, task, claim)]
             for _, data in columns:
                 f = finding(data, task, claim)
                 row.append(f"{verdict_word(f)}: {f['measured']}" if f else "not run")
@@ -207,9 +207,19 @@ def checked(own: dict, others: list[dict]) -> list[str]:
     return [t for t in own["tasks"] if any(t in o["tasks"] for o in others)]
 
 
-def finding(data: dict, task: str, claim: str) -> dict | None:
+def _key(f: dict) -> str:
+    """What names a finding across settings: its id (records written before ids: its claim)."""
+    return f.get("id") or f["claim"]
+
+
+def _claim(data: dict, task: str, key: str) -> str:
+    f = finding(data, task, key)
+    return f["claim"] if f else key
+
+
+def finding(data: dict, task: str, key: str) -> dict | None:
     return next((f for f in data["tasks"].get(task, {}).get("findings", [])
-                 if f["claim"] == claim), None)
+                 if _key(f) == key), None)
 
 
 def readme_block(own: dict, others: list[dict]) -> str:
@@ -223,16 +233,22 @@ def readme_block(own: dict, others: list[dict]) -> str:
     tasks = checked(own, others)
     header = ["task", "finding", *(name for name, _ in columns), "same verdict"]
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    agree = total = 0
+    agree = total = alone = 0
     for task in tasks:
-        for claim in (f["claim"] for f in own["tasks"][task].get("findings", [])):
+        for claim in (_key(f) for f in own["tasks"][task].get("findings", [])):
             words = []
             for _, d in columns:
                 f = finding(d, task, claim)
                 words.append(verdict_word(f) if f else "not run")
-            same = len({w for w in words if w != "not run"}) == 1
+            ran = [w for w in words if w != "not run"]
+            if len(ran) < 2:   # no other setting checked it: nothing to agree or disagree
+                rows.append(f"| {task} | {_claim(own, task, claim)} | " + " | ".join(words)
+                            + " | not checked elsewhere |")
+                alone += 1
+                continue
+            same = len(set(ran)) == 1
             agree, total = agree + same, total + 1
-            rows.append(f"| {task} | {claim} | " + " | ".join(words)
+            rows.append(f"| {task} | {_claim(own, task, claim)} | " + " | ".join(words)
                         + f" | {'yes' if same else '**no**'} |")
     ran = " and ".join(sorted({d["origin"].get("machine", ["–"])[0] for _, d in columns}))
     where = []
@@ -242,7 +258,8 @@ def readme_block(own: dict, others: list[dict]) -> str:
             if t in data["tasks"]:
                 by_commit.setdefault(commits(data, t), []).append(t)
         where.append(f"{name}: " + "; ".join(f"{', '.join(ts)} at {c}" for c, ts in by_commit.items()))
-    summary = (f"{agree} of {total} findings give the same verdict in every setting, on {ran}; "
+    later = f" ({alone} more not checked in another setting yet)" if alone else ""
+    summary = (f"{agree} of {total} findings give the same verdict in every setting{later}, on {ran}; "
                "the numbers beside each verdict are on [docs/crosscheck.md](docs/crosscheck.md). "
                "Commits: " + ". ".join(where) + ".")
     return "\n".join([README_START, "", summary, "", *rows, "", README_END])

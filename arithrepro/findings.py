@@ -1,15 +1,15 @@
-"""Findings: what each task's runs are read against, as checks on its run records.
+"""Findings: the sources' claims that the runs test, as checks on the run records.
 
-A task lists its findings (`Task.findings`): a claim, its target in words (the task's page
-repeats both in its "Findings" table; a test holds them equal) and a check that reads the task's
-records (one row per run, as metrics/summary.csv holds them) and the params. The results stage
-writes each finding's verdict on the results page; `arithrepro crosscheck` writes them again
-for runs under another CPU capability and thread count, side by side.
+A task lists its findings (`Task.findings`): an id (the claims ledger, claims/<task>.yaml, names
+the claims each one tests), the claim in our words, the test in words (the task's page repeats
+both in its "Findings" table; a test holds them equal) and a check that reads the task's records
+(one row per run, as metrics/summary.csv holds them) and the params. The results stage writes each
+finding's verdict on the results page; `arithrepro crosscheck` writes them again for runs under
+another CPU capability and thread count, side by side.
 
-A check returns a Verdict: whether the finding holds (None: the records cannot say, e.g. a cell
-is missing), the numbers it rests on in words, and the fewest seeds of any cell it read. A
-verdict on fewer than MIN_SEEDS seeds per cell is shown as a draw, not as a finding: one seed's
-result moved from 65 % to 23 % between two CPUs (docs/crosscheck.md).
+A check returns a Verdict: its outcome, one word of OUTCOMES decided by a stated test over the
+seeds (arithrepro/stats.py) and never by a mean alone, the numbers and the test it rests on in
+words, and the fewest seeds of any cell it read.
 """
 
 from __future__ import annotations
@@ -22,42 +22,65 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:  # pandas loads only when a check runs: every task module imports this one
     import pandas as pd
 
+REPRODUCED, NOT_REPRODUCED, CLOSE, UNTESTED = ("reproduced", "not reproduced",
+                                               "too close to call", "not tested here")
+OUTCOMES = (REPRODUCED, NOT_REPRODUCED, CLOSE, UNTESTED)
+
 
 @dataclass(frozen=True)
 class Verdict:
-    holds: bool | None
+    outcome: str
     measured: str
     n: int
+
+    def __post_init__(self):
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"verdict {self.outcome!r}: expected one of {', '.join(OUTCOMES)}")
 
 
 @dataclass(frozen=True)
 class Finding:
+    id: str
     claim: str
-    target: str
+    test: str
     check: Callable[[pd.DataFrame, dict], Verdict]
 
 
-MIN_SEEDS = 3
+def outcome(stat_outcome: str) -> str:
+    """A stats outcome (yes / no / too close to call) as a verdict on the claim."""
+    from arithrepro import stats
+
+    return {stats.YES: REPRODUCED, stats.NO: NOT_REPRODUCED, stats.CLOSE: CLOSE}[stat_outcome]
+
+
+def combine(outcomes: list[str]) -> str:
+    """A claim made of parts: reproduced when every part is, not reproduced when any is not,
+    else too close to call (untested parts make it untested only when every part is)."""
+    tested = [o for o in outcomes if o != UNTESTED]
+    if not tested:
+        return UNTESTED
+    if NOT_REPRODUCED in tested:
+        return NOT_REPRODUCED
+    return REPRODUCED if all(o == REPRODUCED for o in tested) else CLOSE
 
 
 def verdict_word(f: dict) -> str:
-    """How a verdict reads in a table: yes, **no**, – (cannot say), or either on too few seeds."""
-    word = {True: "yes", False: "**no**", None: "–"}[f["holds"]]
-    if f["holds"] is not None and f["n"] < MIN_SEEDS:
-        seeds = "one seed" if f["n"] == 1 else f"{f['n']} seeds"
-        return f"{word} on {seeds}: a draw, not a finding"
-    return word
+    """How a verdict reads in a table: its outcome, **not reproduced** in bold. Records of
+    findings written before outcomes (holds: true / false / null) read in the same words."""
+    word = f.get("outcome") or {True: REPRODUCED, False: NOT_REPRODUCED,
+                                None: UNTESTED}[f.get("holds")]
+    return f"**{word}**" if word == NOT_REPRODUCED else word
 
 
 def verdicts(findings, rows: pd.DataFrame, params: dict) -> list[dict]:
-    """[{claim, target, holds, measured, n}] for `findings` on a task's `rows`."""
+    """[{id, claim, test, outcome, measured, n}] for `findings` on a task's `rows`."""
     out = []
     for f in findings:
         try:
-            v = f.check(rows, params) if len(rows) else Verdict(None, "no runs", 0)
+            v = f.check(rows, params) if len(rows) else Verdict(UNTESTED, "no runs", 0)
         except KeyError as err:  # records written before the check's metric existed
-            v = Verdict(None, f"the records have no {err.args[0]}", 0)
-        out.append({"claim": f.claim, "target": f.target, "holds": v.holds,
+            v = Verdict(UNTESTED, f"the records have no {err.args[0]}", 0)
+        out.append({"id": f.id, "claim": f.claim, "test": f.test, "outcome": v.outcome,
                     "measured": v.measured, "n": v.n})
     return out
 
@@ -101,4 +124,15 @@ def fewest(rows: pd.DataFrame) -> int:
 
 
 def missing(what: str) -> Verdict:
-    return Verdict(None, f"no runs of {what}", 0)
+    return Verdict(UNTESTED, f"no runs of {what}", 0)
+
+
+def each(parts: list[tuple[str, object, int]], none: str, scale: float = 100.0,
+         unit: str = " %") -> Verdict:
+    """A claim made of parts, each (label, a stats result, its seeds): the outcomes combined
+    (`combine`), the words 'label: the test's words' joined; no parts: `missing(none)`."""
+    if not parts:
+        return missing(none)
+    return Verdict(combine([outcome(r.outcome) for _, r, _ in parts]),
+                   "; ".join(f"{label}: {r.words(scale, unit)}" for label, r, _ in parts),
+                   min(n for _, _, n in parts))

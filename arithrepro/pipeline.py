@@ -147,11 +147,14 @@ def stages() -> list[tuple[str, list[Stage]]]:
               deps=[d for t in TASKS.values() for d in t.record_dirs]),
         # git-tracked, so that a web view of the repository shows the results
         Stage("results", "results", None,
-              params=["profile", *run_keys, *(f"{n}.{k}" for n, t in TASKS.items() for k in t.findings_reads)],
+              params=["profile", "claims.targets", *run_keys,
+                      *(f"{n}.{k}" for n, t in TASKS.items() for k in t.findings_reads)],
               outs=[{path: {"cache": False}} for path in
                     ("docs/results.md", "docs/results.json", "docs/results")],
               deps=[*(d for t in TASKS.values() for d in t.record_dirs),
-                    *(f for f in FIGURES.values() for f in f.shown)])]))
+                    *(f for f in FIGURES.values() for f in f.shown),
+                    # the claims ledger, and the claims a named target tested (claims.py)
+                    "claims", "docs/modular-source.json"])]))
     return out
 
 

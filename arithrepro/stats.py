@@ -86,6 +86,8 @@ def compare(a, b) -> Comparison:
     n_splits = math.comb(len(a) + len(b), len(a))
     if _sd(a) == _sd(b) == 0.0 and a[0] == b[0]:
         p = p_rev = 1.0
+    elif len(a) == len(b) == 1:   # two splits: the observed one and its mirror
+        p, p_rev = (0.5, 1.0) if a[0] > b[0] else (1.0, 0.5)
     else:
         kw = dict(permutation_type="independent", n_resamples=math.inf, vectorized=True)
         p = float(st.permutation_test((a, b), stat, alternative="greater", **kw).pvalue)
@@ -142,6 +144,8 @@ def paired(x, y) -> Paired:
         raise ValueError("paired: no runs")
     if all(v == 0 for v in d):
         p = p_rev = 1.0
+    elif len(d) == 1:   # two sign flips: the observed one and its mirror
+        p, p_rev = (0.5, 1.0) if d[0] > 0 else (1.0, 0.5)
     else:
         kw = dict(permutation_type="samples", n_resamples=math.inf, vectorized=True)
         mean = lambda v, axis: np.round(np.mean(v, axis=axis), 12)
@@ -204,6 +208,20 @@ def against(values, reported: float, tolerance: float, trials: int | None = None
     return Agreement(1, m, (math.nan, math.nan), "one seed", band)
 
 
+def equal_within(a, b, tolerance: float) -> Agreement:
+    """Are the means of two groups of seeds equal within ± `tolerance`? Welch's 95 % interval of
+    mean(a) − mean(b) against the band (−tolerance, +tolerance), decided as `against` decides."""
+    st = _scipy()
+    a, b = [float(x) for x in a], [float(x) for x in b]
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    band = (-tolerance, tolerance)
+    if len(a) > 1 and len(b) > 1 and (_sd(a) > 0 or _sd(b) > 0):
+        ci = st.ttest_ind(a, b, equal_var=False).confidence_interval(LEVEL)
+        return Agreement(min(len(a), len(b)), diff, (float(ci.low), float(ci.high)),
+                         "Welch over seeds", band)
+    return Agreement(min(len(a), len(b)), diff, (math.nan, math.nan), "too few seeds", band)
+
+
 @dataclass(frozen=True)
 class Above:
     """The mean of `values` above `bar`: `p` one-sided; `method` names the test."""
@@ -211,11 +229,12 @@ class Above:
     mean: float
     bar: float
     p: float
+    p_reverse: float   # the same test, the mean below the bar
     method: str
 
     @property
     def outcome(self) -> str:
-        return YES if self.p <= ALPHA else CLOSE if self.mean > self.bar else NO
+        return YES if self.p <= ALPHA else NO if self.p_reverse <= ALPHA else CLOSE
 
     def words(self, scale: float = 1.0, unit: str = "") -> str:
         k = _digits(scale)
@@ -233,10 +252,12 @@ def above(values, bar: float) -> Above:
     m = statistics.fmean(xs)
     if len(xs) > 1 and _sd(xs) > 0:
         p = float(st.ttest_1samp(xs, bar, alternative="greater").pvalue)
-        return Above(len(xs), m, bar, p, "one-sample t")
-    k = sum(x > bar for x in xs)
-    p = float(st.binomtest(k, len(xs), 0.5, alternative="greater").pvalue)
-    return Above(len(xs), m, bar, p, "exact sign")
+        p_rev = float(st.ttest_1samp(xs, bar, alternative="less").pvalue)
+        return Above(len(xs), m, bar, p, p_rev, "one-sample t")
+    above_, below = sum(x > bar for x in xs), sum(x < bar for x in xs)
+    p = float(st.binomtest(above_, len(xs), 0.5, alternative="greater").pvalue)
+    p_rev = float(st.binomtest(below, len(xs), 0.5, alternative="greater").pvalue)
+    return Above(len(xs), m, bar, p, p_rev, "exact sign")
 
 
 def _p(p: float) -> str:

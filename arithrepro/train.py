@@ -54,6 +54,9 @@ class TrainConfig:
     micro_batches: int = 1      # split each batch into this many length-sorted pieces, each cut
                                 # to its longest row; gradients add up to the whole batch's
                                 # (causal models and the plain loss only; see micro_batches())
+    grad_clip: float = 0.0      # scale the gradients to this L2 norm at most before each step
+                                # (torch's clip_grad_norm_; an ensemble's copies each their own);
+                                # 0: no clipping
     graphs: bool = False        # every step at a static shape, reading nothing from the device
                                 # (Step); on a GPU each shape's whole step is captured once as a
                                 # CUDA graph and replayed
@@ -356,6 +359,9 @@ class Step:
                 p.scaler.scale(part.sum() if copies else part).backward()
             loss = loss + part.detach()
         lr = p.opt.param_groups[0]["lr"]
+        if cfg.grad_clip:
+            p.scaler.unscale_(p.opt)
+            clip_gradients(p.model, cfg.grad_clip, copies)
         p.scaler.step(p.opt)
         p.scaler.update()
         p.sched.step()
@@ -424,6 +430,8 @@ class Step:
             loss = masked_loss(p.runner, x, y, mask, self.recurrences, self.cfg.outputs_from,
                                count, copies=bool(self.copies), **kw)
         (loss.sum() if self.copies else loss).backward()
+        if self.cfg.grad_clip:
+            clip_gradients(p.model, self.cfg.grad_clip, self.copies)
         p.opt.step()
         return loss.detach()
 
@@ -483,6 +491,23 @@ class Step:
         with torch.cuda.graph(graph, pool=self.pool):
             loss = self._body(*inputs, kw)
         return inputs, graph, loss
+
+
+def clip_gradients(model, max_norm: float, copies: int = 0) -> None:
+    """Scale the gradients so that their L2 norm is at most `max_norm`, as torch's
+    clip_grad_norm_ does (coefficient max_norm / (norm + 1e-6), at most 1); an ensemble's
+    gradients are stacked per copy along dim 0, and each copy is scaled by its own norm."""
+    grads = [q.grad for q in model.parameters() if q.grad is not None]
+    if not grads:
+        return
+    if not copies:
+        torch.nn.utils.clip_grad_norm_([q for q in model.parameters() if q.grad is not None],
+                                       max_norm, foreach=True)
+        return
+    norms = torch.stack([g.float().pow(2).flatten(1).sum(1) for g in grads]).sum(0).sqrt()  # (E,)
+    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))).to(g.dtype))
 
 
 def _init_optimizer_state(opt) -> None:

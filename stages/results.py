@@ -15,15 +15,21 @@ DOCS = Path("docs")
 @click.command("results")
 @params_option
 @click.option("--readme", is_flag=True,
-              help="Only rewrite README.md's results block from docs/results.json (not a stage).")
+              help="Only rewrite README.md's results and claims blocks from docs/results.json "
+                   "(not a stage).")
+@click.option("--from", "from_path", metavar="RESULTS_JSON",
+              help="Only write docs/modular-source.json from the results.json of a workspace "
+                   "that ran sanity=source (`make modular-source`; not a stage).")
 @friendly_errors
-def results(params_path: str, readme: bool) -> None:
+def results(params_path: str, readme: bool, from_path: str | None) -> None:
     """Write the results page.
 
     Reads the record of every run the params ask for (params: each task's lists that name its
-    runs, and `profile`), their training provenance, and the figures each task shows first
-    (report/figures.py: `shown`); checks each task's findings on the records
-    (arithrepro/findings.py). Writes docs/results.md, docs/results.json and small copies of
+    runs, `profile` and `claims.targets`), their training provenance, and the figures each task
+    shows first (report/figures.py: `shown`); checks each task's findings on the records
+    (arithrepro/findings.py) and judges every claim of the ledger, claims/<task>.yaml
+    (arithrepro/claims.py), with docs/modular-source.json for the claims only `make
+    modular-source` tests. Writes docs/results.md, docs/results.json and small copies of
     those figures in docs/results/, git-tracked (DVC does not cache them). With --readme, reads
     docs/results.json and rewrites README.md's results block, nothing else.
     """
@@ -31,13 +37,24 @@ def results(params_path: str, readme: bool) -> None:
     from arithrepro.report.results import collect, page, readme_block, thumbnail, with_block
 
     if readme:
+        from arithrepro.report.results import CLAIMS_END, CLAIMS_START, claims_block
+
         data = read_json(DOCS / "results.json", ("profile", "runs", "origin", "tasks"))
-        write_text("README.md", with_block(Path("README.md").read_text(), readme_block(data)))
-        done("results: README.md's results block <- docs/results.json")
+        text = with_block(Path("README.md").read_text(), readme_block(data))
+        text = with_block(text, claims_block(data), CLAIMS_START, CLAIMS_END)
+        write_text("README.md", text)
+        done("results: README.md's results and claims blocks <- docs/results.json")
+        return
+    if from_path:
+        from arithrepro.report.results import source_study
+
+        write_json(DOCS / "modular-source.json",
+                   source_study(read_json(from_path, ("profile", "origin", "tasks", "targets"))))
+        done(f"results: {DOCS}/modular-source.json <- {from_path}")
         return
     import shutil
 
-    from arithrepro import config
+    from arithrepro import claims, config
     from arithrepro.findings import verdicts
     from arithrepro.report.figures import FIGURES
     from arithrepro.report.tables import wanted_runs
@@ -47,9 +64,16 @@ def results(params_path: str, readme: bool) -> None:
     df = wanted_runs(params, list(TASKS))
     origins = [(read_json(spec.record).get("provenance") or {}).get("train", {})
                for t in TASKS.values() for spec in t.runs(params)]
+    ledgers = {n: claims.load(n) for n in TASKS}   # checked before any work
     findings = {n: verdicts(t.findings, df[df["task"] == n], params) for n, t in TASKS.items()}
+    elsewhere = claims.elsewhere(DOCS / "modular-source.json")
+    targets = tuple(params["claims"]["targets"])
+    judged = {n: claims.ledger_rows(ledgers[n], claims.verdicts(
+        ledgers[n], df[df["task"] == n], findings[n], params["profile"], elsewhere, targets))
+        for n in TASKS}
     data = collect(df, {n: (t.headline, t.headline_sizes) for n, t in TASKS.items()}, origins,
-                   params["profile"], findings)
+                   params["profile"], findings, judged)
+    data["targets"] = list(targets)
     shutil.rmtree(DOCS / "results", ignore_errors=True)   # figures of tasks no longer shown go
     figures = {}
     for name in TASKS:

@@ -109,11 +109,28 @@ def test_cli_names_an_unknown_run(tmp_path):
                            "lstm-huge-0"], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 1
     assert proc.stderr.strip() == ("error: run lstm-huge-0: not a run of expr in these params "
-                                   "(gpt-small-0, gpt-small-1, gpt-small-2, gpt-small-3, gpt-small-4, "
-                                   "gpt-medium-0, gpt-medium-1, gpt-medium-2, gpt-medium-3, "
-                                   "gpt-medium-4, lstm-small-0, lstm-small-1, ...)")
+                                   "(gpt-small-100, gpt-small-101, gpt-small-102, gpt-small-103, "
+                                   "gpt-small-104, gpt-medium-100, gpt-medium-101, gpt-medium-102, "
+                                   "gpt-medium-103, gpt-medium-104, lstm-small-100, lstm-small-101, ...)")
 
 
 def test_missing_params_file_is_named(tmp_path):
     with pytest.raises(config.ParamsError, match="nope.yaml: no such params file"):
         config.load(tmp_path / "nope.yaml")
+
+
+def test_a_tuning_seed_in_a_list_it_tuned_is_refused():
+    """No verdict rests on a seed that chose its recipe: the cpu profile's tuning seeds may not
+    appear in the seed lists they tuned, and the message names the key and the seed."""
+    params = config.compose([])
+    assert not set(params["tuning"]["seeds"]) & set(params["expr"]["seeds"])
+    with pytest.raises(config.ParamsError,
+                       match=r"^expr.seeds = \[3, 100\]: \[3\] is a tuning seed \(tuning.seeds\)"):
+        config.compose(["expr.seeds=[3,100]"])
+    with pytest.raises(config.ParamsError, match=r"tuning.tuned\[0\] = 'expr.nope.seeds': no such"):
+        config.compose(["tuning.tuned=[expr.nope.seeds]"])
+    # the source's own settings chose nothing: sanity=source runs the source's seeds 0 and 42
+    source = config.compose(["sanity=source"])
+    assert source["modular"]["studies"]["sanity"]["seeds"][:2] == [0, 42]
+    assert source["modular"]["studies"]["sanity"]["set"]["steps"] == 10001
+    assert source["claims"]["targets"] == ["modular-source"]

@@ -68,7 +68,7 @@ def test_a_setting_with_changed_params_is_named_and_listed_as_such():
              "tasks": {"abacus": {"findings": [{"claim": "c", "holds": False, "measured": "n", "n": 1}]}}}
     text = page(own, [other])
     assert f"| {label(recipe)} | a CPU | AVX2 | 2 | `abacus.train.steps=1500` |" in text
-    assert "| c | yes: m | **no** on one seed: a draw, not a finding: n |" in text
+    assert "| c | reproduced: m | **not reproduced**: n |" in text   # records written before outcomes
 
 
 def test_the_readmes_block_gives_each_findings_verdicts_and_whether_they_agree(tmp_path, monkeypatch):
@@ -93,8 +93,8 @@ def test_the_readmes_block_gives_each_findings_verdicts_and_whether_they_agree(t
     assert text.startswith("# title\n\n" + crosscheck.README_START) and text.endswith(
         crosscheck.README_END + "\n\nrest\n")
     assert "1 of 2 findings give the same verdict in every setting, on AMD EPYC" in text
-    assert "| abacus | learned | yes | yes | yes |" in text
-    assert "| abacus | carries | yes | **no** | **no** |" in text
+    assert "| abacus | learned | reproduced | reproduced | yes |" in text
+    assert "| abacus | carries | reproduced | **not reproduced** | **no** |" in text
     assert "retran wins" not in text and "9.9" not in text   # a task not checked; no numbers
     assert "Commits: this workspace: abacus at aaaaaaa. avx2-t1: abacus at not recorded." in text
     assert "Commit: this workspace aaaaaaa; avx2-t1 not recorded" in (tmp_path / "docs" / "crosscheck.md").read_text()

@@ -3,7 +3,7 @@
 The runs' numbers come from the pipeline (docs/results.md, written by the `results` stage, and
 metrics/<task>.md); a task page's "Results" section links to them and keeps only what its source
 reports (the "What the source reports" subsection) and what each finding is read against (the
-target column of its findings table). Everywhere else in the section a digit fails, except in
+test column of its findings table). Everywhere else in the section a digit fails, except in
 code spans and link targets.
 """
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 TASKS = ("expr", "abacus", "looped", "modular", "charlm")
 SOURCE = "### What the source reports"
-FINDINGS = "| finding | target |"
+FINDINGS = "| finding | test |"
 GENERATED = {"results.md"}   # written by the results stage
 
 
@@ -31,7 +31,7 @@ def section(text: str, title: str) -> str:
 
 def typed_numbers(results: str) -> list[str]:
     """The lines of a results section that hold a digit outside what may hold one: the
-    "What the source reports" subsection, the target column of the findings table, code spans
+    "What the source reports" subsection, the test column of the findings table, code spans
     and link targets."""
     kept, skipping = [], False
     for line in results.splitlines():
@@ -47,8 +47,8 @@ def typed_numbers(results: str) -> list[str]:
             continue
         if in_findings and line.startswith("|"):
             cells = line.strip().strip("|").split("|")
-            assert len(cells) == 2, f"a findings row has a finding and a target only: {line}"
-            checked.append((cells[0], line))   # the finding's name is checked, its target not
+            assert len(cells) == 2, f"a findings row has a finding and a test only: {line}"
+            checked.append((cells[0], line))   # the finding's name is checked, its test not
             continue
         in_findings = False
         checked.append((line, line))
@@ -80,13 +80,13 @@ def test_a_task_pages_results_link_to_the_generated_ones(task):
 @pytest.mark.parametrize("task", TASKS)
 def test_a_task_pages_findings_are_its_checks(task):
     """The page's findings table lists the task's checked findings (arithrepro/findings.py),
-    claim and target word for word, in their order."""
+    claim and test word for word, in their order."""
     from arithrepro.tasks.registry import TASKS as REGISTRY
 
     table = results_section(f"{task}.md").split(FINDINGS, 1)[1].split("\n\n", 1)[0]
     rows = [tuple(c.strip() for c in line.strip().strip("|").split("|"))
             for line in table.splitlines() if line.startswith("|") and not line.startswith("|---")]
-    assert rows == [(f.claim, f.target) for f in REGISTRY[task].findings]
+    assert rows == [(f.claim, f.test) for f in REGISTRY[task].findings]
 
 
 @pytest.mark.parametrize("page", [f"{task}.md" for task in TASKS] + ["profiles.md"])
@@ -112,7 +112,7 @@ def test_the_rule_finds_a_typed_number_and_only_that():
         assert typed_numbers(allowed + "\n" + typed) == [typed.splitlines()[-1]], typed
     row = "| GPT reached 12.7 % | ≥ 10 % |"                  # a number in a finding's name
     assert typed_numbers(f"{FINDINGS}\n|---|---|\n{row}") == [row]
-    with pytest.raises(AssertionError, match="a finding and a target only"):
+    with pytest.raises(AssertionError, match="a finding and a test only"):
         typed_numbers(f"{FINDINGS}\n|---|---|\n| learned | ≥ 10 % | 12.7 % |")
     with pytest.raises(AssertionError, match="one '## Results' section"):
         section("# page\n\n## Results: ours\n\n12.7 %\n", "Results")

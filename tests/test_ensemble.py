@@ -455,3 +455,28 @@ def test_copies_attend_with_the_plain_kernel_on_cuda_and_torchs_choice_elsewhere
     assert chosen() == before
     with attention_kernels(torch.device("cpu")):
         assert chosen() == before
+
+
+@pytest.mark.parametrize("name", ["gpt-sin", "lstm-std"])
+def test_gradient_clipping_is_per_copy_as_each_standalone_run_clips(name):
+    """TrainConfig.grad_clip: an ensemble's copies are each clipped by their own norm, exactly
+    as torch's clip_grad_norm_ clips the standalone model (the copies' norms differ, so one
+    norm over the stack would scale them all alike)."""
+    from arithrepro.train import clip_gradients
+
+    standalone = copies(name)
+    ens = Ensemble(copies(name)).train()
+    batches = [batch(name, e) for e in range(E)]
+    X, Y, M = stack_inputs(batches, pad_of(name))
+    logits = ens(X)
+    sum(10 * loss_of(logits[e], Y[e], M[e]) for e in range(E)).backward()
+    clip_gradients(ens, 0.5, copies=E)
+    for e, model in enumerate(standalone):
+        model.train()
+        x, y, mask = batches[e]
+        (10 * loss_of(model(x), y, mask)).backward()
+        norm = torch.nn.utils.clip_grad_norm_(list(model.parameters()), 0.5)
+        assert norm > 0.5   # it clipped
+        stacked = {n: p.grad[e] for n, p in zip(ens.names, ens.stacked)}
+        for n, p in model.named_parameters():
+            torch.testing.assert_close(stacked[n], p.grad, rtol=1e-4, atol=1e-6, msg=n)

@@ -1,112 +1,243 @@
-"""Each task's findings checked on made-up records: one that holds, one that does not
-(arithrepro/findings.py; the checks live with their tasks)."""
+"""Each task's findings checked on made-up records: records where the claim holds give
+"reproduced", records where it does not give "not reproduced" (or, where the seeds cannot tell,
+"too close to call"), so no check passes by construction (arithrepro/findings.py; the checks live
+with their tasks)."""
 
 import pandas as pd
 import pytest
 
-from arithrepro.findings import verdicts
+from arithrepro.findings import (CLOSE, NOT_REPRODUCED, OUTCOMES, REPRODUCED, UNTESTED, Verdict,
+                                 combine, verdict_word, verdicts)
 from arithrepro.tasks.registry import TASKS
 
-
-def check(task: str, rows: list[dict], params: dict | None = None) -> list:
-    """[holds] of each of the task's findings."""
-    return [v["holds"] for v in verdicts(TASKS[task].findings, pd.DataFrame(rows), params or {})]
+SEEDS = range(5)
 
 
-def expr_rows(gpt=0.2, lstm=0.5, retran=0.6, ood=0.1):
-    return [{"task": "expr", "model": m, "size": s, "seed": seed, "test_acc": acc + 0.01 * seed,
-             "ood_acc": ood}
-            for m, acc in (("gpt", gpt), ("lstm", lstm), ("retran", retran))
-            for s in ("small", "medium") for seed in range(3)]
+def check(task: str, rows: list[dict], params: dict | None = None) -> dict:
+    """{finding id: outcome} of the task's findings on `rows`."""
+    return {v["id"]: v["outcome"]
+            for v in verdicts(TASKS[task].findings, pd.DataFrame(rows), params or {})}
 
 
-def test_expr():
-    assert check("expr", expr_rows()) == [True, True, True]
-    # the LSTM above ReTran; GPT below 10 %; OOD above test for GPT
-    assert check("expr", expr_rows(gpt=0.05, lstm=0.7, ood=0.08)) == [False, False, False]
+def jitter(seed: int) -> float:
+    return 0.004 * (seed - 2)
 
 
-def abacus_rows(ood):
-    return [{"task": "abacus", "model": "abacus", "size": "l2r2", "seed": i, "id_acc": 0.99,
-             "ood_acc": v} for i, v in enumerate(ood)]
+# --- expr --------------------------------------------------------------------------------------
+
+def expr_rows(acc=None, ood_gap=0.1, majority=0.05):
+    acc = acc or {"gpt": (0.2, 0.3), "lstm": (0.4, 0.5), "retran": (0.6, 0.7)}
+    return [{"task": "expr", "model": m, "size": s, "seed": seed,
+             "test_acc": a + jitter(seed), "ood_acc": a - ood_gap + 2 * jitter(seed),
+             "majority_acc": majority}
+            for m, pair in acc.items() for s, a in zip(("small", "medium"), pair) for seed in SEEDS]
 
 
-def test_abacus_needs_the_mean_and_every_seed():
-    assert check("abacus", abacus_rows([0.9, 0.7, 0.5])) == [True, True]
-    assert check("abacus", abacus_rows([0.95, 0.9, 0.39])) == [True, False]   # mean 0.75, one low
-    assert check("abacus", abacus_rows([0.55, 0.6, 0.6])) == [True, False]    # every seed, low mean
+EXPR = {"expr": {"data": {"min_in": 3, "max_in": 8}}}
 
+
+def test_expr_holds():
+    got = check("expr", expr_rows(), EXPR)
+    assert got == {"expr.learns": REPRODUCED, "expr.order": REPRODUCED,
+                   "expr.ood-order": REPRODUCED, "expr.ood-drop": REPRODUCED,
+                   "expr.size": REPRODUCED, "expr.gpt4o": UNTESTED}
+
+
+def test_expr_fails():
+    # GPT at the baseline, the LSTM above ReTran, OOD above test, the larger size worse
+    rows = expr_rows({"gpt": (0.05, 0.05), "lstm": (0.8, 0.7), "retran": (0.6, 0.5)},
+                     ood_gap=-0.1, majority=0.1)
+    got = check("expr", rows, EXPR)
+    assert got["expr.learns"] == NOT_REPRODUCED
+    assert got["expr.order"] == NOT_REPRODUCED and got["expr.ood-order"] == NOT_REPRODUCED
+    assert got["expr.ood-drop"] == NOT_REPRODUCED and got["expr.size"] == NOT_REPRODUCED
+
+
+def test_expr_order_within_the_noise_is_too_close_to_call():
+    rows = expr_rows({"gpt": (0.1, 0.1), "lstm": (0.401, 0.5), "retran": (0.402, 0.6)})
+    assert check("expr", rows, EXPR)["expr.order"] == CLOSE
+
+
+def test_expr_gpt4o_only_on_the_sources_problems():
+    params = {"expr": {"data": {"min_in": 8, "max_in": 30}}}
+    assert check("expr", expr_rows(), params)["expr.gpt4o"] == REPRODUCED       # 70 % > 55.68
+    low = expr_rows({"gpt": (0.1, 0.1), "lstm": (0.2, 0.2), "retran": (0.3, 0.3)})
+    assert check("expr", low, params)["expr.gpt4o"] == NOT_REPRODUCED
+
+
+# --- abacus ------------------------------------------------------------------------------------
+
+ABACUS = {"models": {"abacus": {"sizes": {"l2r2": {"block_layers": 2, "recurrences": 2},
+                                          "l4r1": {"block_layers": 4, "recurrences": 1}}}}}
+
+
+def abacus_rows(id_acc=0.99, ood=0.8, r1=0.01, r8=0.8, plain_ood=0.1):
+    rows = []
+    for seed in SEEDS:
+        j = jitter(seed)
+        rows.append({"task": "abacus", "model": "abacus", "size": "l2r2", "seed": seed,
+                     "recurrences": 2, "depth": 4, "id_acc": min(id_acc + j / 4, 1.0), "id_n": 2000,
+                     "ood_acc": ood + j, "acc_r1": max(r1 + j / 4, 0), "acc_r2": ood + j,
+                     "acc_r4": ood + j, "acc_r8": r8 + j})
+        rows.append({"task": "abacus", "model": "abacus", "size": "l4r1", "seed": seed,
+                     "recurrences": 1, "depth": 4, "id_acc": min(id_acc + j / 4, 1.0), "id_n": 2000,
+                     "ood_acc": plain_ood + j, "acc_r1": plain_ood + j})
+    return rows
+
+
+def test_abacus_holds():
+    assert set(check("abacus", abacus_rows(), ABACUS).values()) == {REPRODUCED}
+
+
+def test_abacus_fails():
+    got = check("abacus", abacus_rows(id_acc=0.8, ood=0.3, r1=0.3, r8=0.05, plain_ood=0.6), ABACUS)
+    assert got == {"abacus.in-range": NOT_REPRODUCED, "abacus.beyond": NOT_REPRODUCED,
+                   "abacus.one-recurrence": NOT_REPRODUCED,
+                   "abacus.more-recurrences": NOT_REPRODUCED,
+                   "abacus.looped-vs-plain": NOT_REPRODUCED}
+
+
+def test_abacus_every_seed_at_100_percent_takes_the_binomial_bound():
+    rows = [dict(r, id_acc=1.0) for r in abacus_rows()]
+    v = verdicts(TASKS["abacus"].findings, pd.DataFrame(rows), ABACUS)[0]
+    assert v["outcome"] == REPRODUCED and "exact binomial" in v["measured"]
+
+
+def test_abacus_without_a_plain_decoder_is_not_tested():
+    rows = [r for r in abacus_rows() if r["size"] == "l2r2"]
+    assert check("abacus", rows, ABACUS)["abacus.looped-vs-plain"] == UNTESTED
+
+
+# --- looped ------------------------------------------------------------------------------------
 
 LOOPED = {"looped": {"data": {"train_digits": 8, "eval_digits": [8, 12, 16]}}}
 
 
-def looped_rows(looped12=0.9, standard16=0.0):
+def looped_rows(looped12=0.95, standard16=0.0, standard12=0.02):
     rows = []
-    for seed in range(2):
+    for seed in SEEDS:
+        j = jitter(seed)
         rows.append({"task": "looped", "model": "looped", "size": "notebook", "seed": seed,
-                     "acc_len8": 1.0, "acc_len12": looped12, "acc_len16": 0.5})
+                     "acc_len8": 0.99 + j / 4, "acc_len12": looped12 + j, "acc_len16": 0.8 + j})
         rows.append({"task": "looped", "model": "standard", "size": "notebook", "seed": seed,
-                     "acc_len8": 1.0, "acc_len12": 0.0, "acc_len16": standard16})
+                     "acc_len8": 0.95 + j, "acc_len12": standard12 + j / 4,
+                     "acc_len16": standard16 + j / 4})
     return rows
 
 
-def test_looped_every_length_past_training_every_seed():
-    assert check("looped", looped_rows(), LOOPED) == [True, True]
-    # at 16 digits the standard encoder leads; at 12 the looped one is below 80 %
-    assert check("looped", looped_rows(looped12=0.7, standard16=0.6), LOOPED) == [False, False]
+def test_looped_holds():
+    assert set(check("looped", looped_rows(), LOOPED).values()) == {REPRODUCED}
 
 
-def sanity_rows(fallback_gpt):
-    """Records as the task writes them: no val_fallback where A_val never reached 0.99."""
-    rows = [{"task": "modular", "model": m, "size": "sanity", "seed": seed, "val_acc": 1.0,
-             "dt_acc_steps": 300, "train_acc_last": 1.0, "val_acc_step": 900, "train_acc": 1.0,
-             "val_fallback": fallback_gpt if m == "gpt-sin" else 0.0, "param_norm": 30.0}
-            for m in ("lstm-std", "gpt-sin") for seed in (0, 42)]
+def test_looped_fails():
+    got = check("looped", looped_rows(looped12=0.5, standard16=0.9, standard12=0.99), LOOPED)
+    assert got == {"looped.beats-standard": NOT_REPRODUCED,
+                   "looped.standard-memorizes": NOT_REPRODUCED,
+                   "looped.generalizes": NOT_REPRODUCED}
+
+
+# --- modular -----------------------------------------------------------------------------------
+
+COMPUTE = {"modular": {"studies": {"compute": {"budgets": [0.25, 1.0]}}}}
+
+
+def modular_rows(val=1.0, late=2000, gpt_fit=80, lstm_fit=300, data_gain=0.3, size_gain=500,
+                 small_batch_gain=0.2, decay_gain=300, ternary_lag=400):
+    rows = []
+    for seed in SEEDS:
+        j = jitter(seed)
+        for m, fit in (("lstm-std", lstm_fit), ("gpt-sin", gpt_fit)):
+            base = {"task": "modular", "model": m, "seed": seed}
+            rows.append({**base, "size": "sanity", "val_acc": min(val + j, 1.0),
+                         "train_acc_step": fit + 10 * seed, "val_acc_step": fit + late + 10 * seed})
+            for r, gain in ((0.3, 0.0), (0.7, data_gain)):
+                rows.append({**base, "size": f"data.r{r}", "r_train": r, "val_acc": 0.5 + gain + j})
+            for L, d, lag in ((1, 64, size_gain), (2, 128, 0)):
+                rows.append({**base, "size": f"size.L{L}d{d}", "layers": L, "d_model": d,
+                             "val_acc_step": 1000 + lag + 10 * seed})
+            for B, gain in ((32, small_batch_gain), (512, 0.0)):
+                rows.append({**base, "size": f"compute.B{B}", "batch_size": B,
+                             "a0.25_val_acc": 0.5 + gain + j})
+            rows.append({**base, "size": "orders", "o2_val_acc_step": 500 + 10 * seed,
+                         "o3_val_acc_step": 500 + ternary_lag + 10 * seed})
+        for wd, lag, norm in ((0.25, decay_gain, 40.0), (1.0, 0, 40.0 - decay_gain / 30)):
+            rows.append({"task": "modular", "model": "lstm-std", "seed": seed,
+                         "size": f"regularization.wd{wd}", "weight_decay": wd,
+                         "val_acc_step": 2000 + lag + 10 * seed, "param_norm": norm + j})
+    return rows
+
+
+def test_modular_holds():
+    assert set(check("modular", modular_rows(), COMPUTE).values()) == {REPRODUCED}
+
+
+def test_modular_fails():
+    got = check("modular", modular_rows(val=0.5, late=-50, gpt_fit=400, data_gain=-0.3,
+                                        size_gain=-500, small_batch_gain=-0.2, decay_gain=-300,
+                                        ternary_lag=-300), COMPUTE)
+    assert set(got.values()) == {NOT_REPRODUCED}, got
+
+
+def test_modular_one_seed_is_too_close_to_call():
+    rows = [r for r in modular_rows() if r["seed"] == 0]
+    got = check("modular", rows, COMPUTE)
+    assert got["modular.data"] == CLOSE and got["modular.gpt-fits-faster"] == CLOSE
+
+
+def test_modular_studies_without_runs_are_not_tested():
+    rows = [r for r in modular_rows() if r["size"] == "sanity"]
+    got = check("modular", rows, COMPUTE)
+    assert [got[k] for k in ("modular.data", "modular.orders", "modular.size",
+                             "modular.compute", "modular.decay")] == [UNTESTED] * 5
+
+
+# --- charlm ------------------------------------------------------------------------------------
+
+def charlm_rows(s20_gap=0.01, s100_gap=0.2, t8_gain=0.1, t1_gap=0.01):
+    bpc = {("rnn", "s20"): 2.0 + s20_gap, ("gru", "s20"): 2.0,
+           ("rnn", "s100"): 1.8 + s100_gap, ("gru", "s100"): 1.8,
+           ("gru-small", "s100"): 1.9, ("transformer-8", "s100"): 1.9 - t8_gain,
+           ("transformer-1", "s100"): 1.8 + t1_gap}
+    return [{"task": "charlm", "model": m, "size": s, "seed": seed,
+             "final_bpc": v + jitter(seed) / 2} for (m, s), v in bpc.items() for seed in SEEDS]
+
+
+def test_charlm_holds():
+    assert set(check("charlm", charlm_rows()).values()) == {REPRODUCED}
+
+
+def test_charlm_fails():
+    got = check("charlm", charlm_rows(s20_gap=0.3, s100_gap=-0.2, t8_gain=-0.1, t1_gap=0.3))
+    assert set(got.values()) == {NOT_REPRODUCED}, got
+
+
+# --- the vocabulary ----------------------------------------------------------------------------
+
+def test_a_record_without_the_metric_is_not_tested():
+    rows = abacus_rows()
     for r in rows:
-        if r["val_fallback"] is None:
-            del r["val_fallback"]
-            r["val_acc"] = 0.9
-    return rows
+        del r["ood_acc"]
+    v = verdicts(TASKS["abacus"].findings, pd.DataFrame(rows), ABACUS)[1]
+    assert v["outcome"] == UNTESTED and v["measured"] == "the records have no ood_acc"
 
 
-@pytest.mark.parametrize("fallback,holds", [(0.0, True), (0.2, True), (0.5, False), (None, False)])
-def test_modular_sanity_allows_a_fall_of_at_most_two_tenths(fallback, holds):
-    assert check("modular", sanity_rows(fallback))[0] is holds
+def test_outcomes_are_a_fixed_vocabulary():
+    with pytest.raises(ValueError, match="expected one of"):
+        Verdict("holds", "", 0)
+    assert combine([REPRODUCED, CLOSE]) == CLOSE
+    assert combine([REPRODUCED, NOT_REPRODUCED, CLOSE]) == NOT_REPRODUCED
+    assert combine([UNTESTED, REPRODUCED]) == REPRODUCED and combine([UNTESTED]) == UNTESTED
 
 
-def test_modular_sanity_where_no_run_reached_099():
-    rows = [r for r in sanity_rows(None) if r["model"] == "gpt-sin"]
-    v = verdicts(TASKS["modular"].findings, pd.DataFrame(rows), {})[0]
-    assert v["holds"] is False and "A_val never reached 0.99" in v["measured"]
+def test_every_finding_has_a_unique_id_of_its_task():
+    ids = [f.id for t in TASKS.values() for f in t.findings]
+    assert len(ids) == len(set(ids))
+    for name, t in TASKS.items():
+        assert all(f.id.startswith(f"{name}.") for f in t.findings)
 
 
-def test_modular_studies_without_runs_cannot_say():
-    assert check("modular", sanity_rows(0.0))[1:] == [None, None, None, None]
-
-
-def charlm_rows(gap):
-    return [{"task": "charlm", "model": m, "size": "s20", "seed": seed,
-             "final_val_loss": base + 0.01 * seed}
-            for m, base in (("rnn", 1.6 + gap), ("gru", 1.6)) for seed in range(3)]
-
-
-def test_charlm_gap_beyond_the_spread():
-    assert check("charlm", charlm_rows(0.1)) == [True]
-    assert check("charlm", charlm_rows(0.01)) == [False]   # spread 0.02
-
-
-def test_a_record_without_the_metric_cannot_say():
-    rows = abacus_rows([0.9])
-    del rows[0]["ood_acc"]
-    v = verdicts(TASKS["abacus"].findings, pd.DataFrame(rows), {})[1]
-    assert v["holds"] is None and v["measured"] == "the records have no ood_acc"
-
-
-@pytest.mark.parametrize("holds, n, word", [
-    (True, 5, "yes"), (False, 3, "**no**"), (None, 0, "–"),
-    (True, 1, "yes on one seed: a draw, not a finding"),
-    (False, 2, "**no** on 2 seeds: a draw, not a finding")])
-def test_a_verdict_on_too_few_seeds_reads_as_a_draw(holds, n, word):
-    from arithrepro.findings import verdict_word
-
-    assert verdict_word({"holds": holds, "n": n}) == word
+@pytest.mark.parametrize("f, word", [
+    ({"outcome": REPRODUCED}, "reproduced"), ({"outcome": NOT_REPRODUCED}, "**not reproduced**"),
+    ({"holds": True}, "reproduced"), ({"holds": None}, "not tested here")])
+def test_verdict_words(f, word):
+    assert verdict_word(f) == word and word.strip("*") in OUTCOMES

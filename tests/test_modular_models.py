@@ -32,6 +32,10 @@ def test_parameter_counts_exclude_the_embedding():
         # per block: q, k, v, o with bias, two LayerNorms, a bias-free 4d MLP; a final LayerNorm
         assert count_params(gpt) - embedding_params(gpt) == L * (12 * d * d + 8 * d) + 2 * d + head
         assert embedding_params(gpt) == V * d  # the sinusoidal positions have no parameters
+        # post-norm blocks (the homework's released Block): the last block's LayerNorm ends it
+        post = build("gpt-sin", {**size(d, L), "norm": "post"})
+        assert count_params(post) - embedding_params(post) == L * (12 * d * d + 8 * d) + head
+        assert not post.core.blocks[0].prenorm
 
 
 @pytest.mark.parametrize("name", MODULAR_MODELS)

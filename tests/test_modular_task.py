@@ -188,10 +188,10 @@ def test_the_profile_overrides_key_by_key():
 
 
 def test_a_study_follows_the_blocks_models_and_seeds_unless_it_names_its_own():
-    p = config.compose(["profile=cpu", "modular.seeds=[3,4]", "modular.models=[gpt-sin]"])
+    p = config.compose(["profile=cpu", "modular.seeds=[103,104]", "modular.models=[gpt-sin]"])
     s = p["modular"]["studies"]
-    assert (s["data"]["models"], s["data"]["seeds"]) == (["gpt-sin"], [3, 4])
-    assert s["sanity"]["seeds"] == [0, 42, 1, 2, 3] and s["size"]["models"] == ["gpt-sin"]
+    assert (s["data"]["models"], s["data"]["seeds"]) == (["gpt-sin"], [103, 104])
+    assert s["sanity"]["seeds"] == [100, 101, 102, 103, 104] and s["size"]["models"] == ["gpt-sin"]
 
 
 def bad(params, path, value):

@@ -113,7 +113,8 @@ def test_modular_studies(first_run):
     assert len(modular) == 11
     assert {"train_loss", "val_loss", "train_acc", "val_acc", "val_acc_step", "dt_acc_steps",
             "param_norm", "params"} <= set(modular["gpt-sin-sanity-0"])
-    assert modular["gpt-sin-sanity-0"]["params"] == 2 * (12 * 16 ** 2 + 8 * 16) + 2 * 16 + 16 * 12 + 12
+    # post-norm blocks (the homework's released Block): no LayerNorm after the last
+    assert modular["gpt-sin-sanity-0"]["params"] == 2 * (12 * 16 ** 2 + 8 * 16) + 16 * 12 + 12
     assert {"a0.5_val_acc", "a1_val_acc"} <= set(modular["gpt-sin-compute.B8-0"])
     assert {"o2_val_acc", "o3_val_acc"} <= set(modular["gpt-sin-orders-0"])
     assert first_run.read("metrics/modular.md").startswith("# modular")

@@ -37,7 +37,7 @@ def test_each_profile_composes_its_own_values_only(tmp_path, profile):
     params = composed(tmp_path, f"profile={profile}")
     assert params["profile"] == profile and "profiles" not in params
     assert set(params) == {"profile", "device", "precision", "compile", "graphs", "cpu", "models", "expr",
-                           "abacus", "looped", "modular", "charlm", "bench", "llm"}
+                           "abacus", "looped", "modular", "charlm", "bench", "llm", "tuning", "claims"}
     assert params == config.compose([f"profile={profile}"], ROOT / "conf")
 
 

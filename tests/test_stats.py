@@ -92,6 +92,7 @@ def test_all_seeds_at_one_hundred_percent_take_an_exact_binomial_bound():
 
 def test_above_a_bar():
     assert stats.above([0.137, 0.12, 0.15, 0.14, 0.13], 0.10).outcome == stats.YES
-    assert stats.above([0.09, 0.08, 0.1], 0.10).outcome == stats.NO
+    assert stats.above([0.09, 0.08, 0.085, 0.07], 0.10).outcome == stats.NO
+    assert stats.above([0.05], 0.10).outcome == stats.CLOSE   # one seed cannot say
     assert stats.above([1.0, 1.0, 1.0], 0.5).method == "exact sign"
     assert stats.above([1.0] * 5, 0.5).p == pytest.approx(1 / 32)

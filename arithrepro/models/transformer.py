@@ -524,14 +524,17 @@ def encoder_init(core: TransformerCore) -> None:
 
 def build_sinusoidal(size: dict, *, dropout: float, vocab_size: int, max_len: int,
                      pad_id: int) -> LanguageModel:
-    """The modular source's GPT: sinusoidal positions, pre-norm blocks with the hand-written
-    LayerNorm and a bias-free MLP (d_ff = 4 d), a final LayerNorm, a classifier with bias.
+    """The modular source's GPT: sinusoidal positions, blocks with the hand-written LayerNorm
+    and a bias-free MLP (d_ff = 4 d), a classifier with bias. size["norm"]: "pre" (pre-norm
+    blocks and a final LayerNorm) or "post" (post-norm blocks, whose last LayerNorm ends the
+    stack: the homework's released Block).
     Initialization is PyTorch's default: with GPT-2's N(0, 0.02) embeddings, the tokens are
     drowned by the unit-amplitude positions and training stalls for hundreds of steps."""
     d = size["d_model"]
     core = TransformerCore(TransformerConfig(
         d_model=d, d_ff=4 * d, layers=size["layers"], heads=size["heads"], dropout=dropout,
-        max_len=max_len, prenorm=True, rope=False, ff_bias=False, norm="equation"))
+        max_len=max_len, prenorm=size.get("norm", "pre") == "pre", rope=False, ff_bias=False,
+        norm="equation"))
     model = LanguageModel(core, vocab_size, d, pad_id,
                           positions=SinusoidalPositions(d, max_len), logit_scale=False,
                           head_bias=True)

@@ -109,22 +109,28 @@ def _ood_vs_recurrences(plt, grids: dict, meta: dict, trained: dict):
         style = arch_style(model, models)
         ls = ["-", "--", ":", "-."][sizes.index(size) % 4]
         n = int(spread["n"].max())
-        # Clipped to 0..1: a bar past 100 % would show an accuracy no seed had.
-        low, high = spread["low"].clip(0, 1), spread["high"].clip(0, 1)
-        yerr = [100 * (spread["mean"] - low), 100 * (high - spread["mean"])] if n > 1 else None
-        ax.errorbar(spread["recurrences"], 100 * spread["mean"], yerr=yerr, linestyle=ls,
-                    capsize=3, label=f"{model} {size} ({n} seed{'s' if n > 1 else ''})", **style)
-        ax.axvline(part["trained"].iloc[0], color=style["color"], linestyle=ls, linewidth=0.8,
-                   alpha=0.6)
+        # every seed as a faint line, the mean over them bold: no band to clip at 100 %
+        for _, one in part.groupby("seed"):
+            one = one.sort_values("recurrences")
+            ax.plot(one["recurrences"], 100 * one["accuracy"], linestyle=ls, linewidth=0.8,
+                    alpha=0.35, color=style["color"])
+        ax.plot(spread["recurrences"], 100 * spread["mean"], linestyle=ls, linewidth=2,
+                label=f"{model} {size}: " + (f"mean of {n} seeds" if n > 1 else "one seed"),
+                **style)
+        # the trained count: a marker on the mean line, not a full-height line
+        t = part["trained"].iloc[0]
+        at = spread[spread["recurrences"] == t]
+        if len(at):
+            ax.plot(at["recurrences"], 100 * at["mean"], marker="*", markersize=14,
+                    color=style["color"], linestyle="none")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(per_cell["recurrences"].unique()))
     ax.get_xaxis().set_major_formatter(plt.matplotlib.ticker.ScalarFormatter())
     ax.set_ylim(-2, 102)
-    ax.set_xlabel("recurrences at inference (log2; thin line: trained count)")
+    ax.set_xlabel("recurrences at inference (log2; ★ the trained count)")
     ax.set_ylabel(f"mean accuracy beyond {D} digits (%)")
-    note = seed_note(seeds_per_cell(per_cell), "mean ± std")
-    ax.set_title(f"abacus: out-of-distribution accuracy (cells up to {G}×{G}) vs recurrences\n"
-                 f"({note})", fontsize=10)
+    ax.set_title(f"abacus: accuracy beyond {D} digits (cells up to {G}×{G}) vs recurrences\n"
+                 "(faint: each seed; bold: their mean)", fontsize=10)
     ax.legend(loc="best")
     return fig
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import pandas as pd
@@ -75,6 +77,9 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
             for (model, size), seeds in runs[runs["seq_length"] == T].groupby(["model", "size"],
                                                                               sort=False):
                 train, val = _seed_curves(live, model, size, seeds["seed"])
+                train["loss"] = train["loss"] / LN2   # nats to bits per character
+                for col in ("mean", "low", "high"):
+                    val[col] = val[col] / LN2
                 c = colours[model]
                 window = max(1, len(train) // 50)
                 ax.plot(train["step"], train["loss"], color=c, alpha=0.15, linewidth=0.6)
@@ -83,11 +88,11 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
                         label=f"{model} ({_si(seeds['params'].mean())} params): train")
                 ax.plot(val["step"], val["mean"], color=c, linestyle="--", marker="o",
                         markersize=2.5, linewidth=1.0,
-                        label=f"{model}: validation, final {_final(seeds['final_val_loss'])}")
+                        label=f"{model}: validation, final {_final(seeds['final_val_loss'] / LN2)}")
                 shade_spread(ax, val, "step", c)
             ax.set_title(f"seq_length {int(T)}")
             ax.set_xlabel("step")
-        axes[0][0].set_ylabel("cross-entropy (nats per character)")
+        axes[0][0].set_ylabel("cross-entropy (bits per character)")
         handles, labels = axes[0][-1].get_legend_handles_labels()
         for ax in axes[0][:-1]:
             for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -97,10 +102,10 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
         fig.legend(handles, labels, loc="outside right center")
         n = seeds_per_cell(runs)
         if n.max() > 1:
-            fig.suptitle(f"charlm: loss per character, {seed_note(n, 'mean')}\n"
-                         "(train: running mean; validation: dashed, shaded ± std)")
+            fig.suptitle(f"charlm: bits per character, {seed_note(n, 'mean')}\n"
+                         "(train: running mean; validation: dashed, shaded ± sample std)")
         else:
-            fig.suptitle("charlm: loss per character (train: running mean, validation: dashed)")
+            fig.suptitle("charlm: bits per character (train: running mean, validation: dashed)")
         return [save(plt, fig, Path(out_dir) / "loss_curves.png")]
 
 
@@ -118,6 +123,9 @@ def _seed_curves(live: Path, model: str, size: str, seeds):
     val = pd.concat([series(n, "val") for n in names]).rename(columns={"loss": "val_loss"})
     return (train.groupby("step", as_index=False)["loss"].mean(),
             seed_spread(val, "step", "val_loss"))
+
+
+LN2 = math.log(2)
 
 
 def _final(losses: pd.Series) -> str:

@@ -3,9 +3,8 @@ bar) and best metrics against it, one pair per study; drawn from metrics/summary
 plots/modular/curves/<study>/<cell>.csv.
 
 Curves are the mean over seeds at each evaluated step; the sanity and sweep curves (not the
-orders ones) have a band of ± 1 population std over the seeds where a cell has two or more (the
-source's "average and a standard deviation around it"; the tables' std, so two seeds' band spans
-exactly the two); training solid, validation dashed. The metrics are the source's eight per run:
+orders ones) have a band of ± 1 sample std over the seeds where a cell has two or more (the
+source's "average and a standard deviation around it"; the tables' std); training solid, validation dashed. The metrics are the source's eight per run:
 best loss L and accuracy A (train and val) and the first step t_f reaching each, the mean over
 seeds.
 """
@@ -61,11 +60,11 @@ def _curves(rows: pd.DataFrame, curve_dir: Path) -> dict:
 
 
 def _spread(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Per step: n, mean, and low / high = mean ∓ the population std over the seeds (ddof 0,
-    as the tables; seed_spread's std is the sample one)."""
+    """Per step: n, mean, and low / high = mean ∓ the sample std over the seeds (ddof 1, as the
+    tables)."""
     g = runs.dropna(subset=[metric]).groupby("step")[metric]
     out = g.agg(["count", "mean"]).rename(columns={"count": "n"})
-    std = g.std(ddof=0).fillna(0)
+    std = g.std(ddof=1).fillna(0)
     out["low"], out["high"] = out["mean"] - std, out["mean"] + std
     return out.reset_index()
 

@@ -1,7 +1,8 @@
 """The modular studies' tables, as markdown (metrics/modular.md) and LaTeX (metrics/modular.tex).
 
-Mean ± std over seeds with the population std (n, not n − 1), as the source's table reports it
-(two seeds 7500 and 8200 read 7850 ± 350); the best mean of each metric in bold. The sanity
+Mean ± the sample std over seeds (n − 1), as every table of the project; the source's table gives
+the population std (two seeds 7500 and 8200 read 7850 ± 350), and the results page sets the two
+side by side under its own labels. The best mean of each metric in bold. The sanity
 study has the source's layout (metrics as rows, models as columns); a sweep has one row per model
 and swept value.
 """
@@ -40,7 +41,7 @@ def budgets_of(rows: pd.DataFrame) -> list[float]:
 
 def _stat(values: list[float], metric: str) -> tuple[float, str]:
     mean = statistics.fmean(values)
-    std = statistics.pstdev(values) if len(values) > 1 else None
+    std = statistics.stdev(values) if len(values) > 1 else None
     fmt = _fmt(metric)
     return mean, fmt(mean) + ("" if std is None else f" ± {fmt(std)}")
 
@@ -170,7 +171,8 @@ def write(summary: pd.DataFrame) -> tuple[str, str]:
     """(markdown, latex) of every study with records."""
     budgets = budgets_of(study_rows(summary, "compute"))
     md, tex = ["# modular: LSTM vs GPT on a ∘ b mod p\n",
-               "Mean ± population std over seeds (the source's convention); best mean in bold. "
+               "Mean ± sample std over seeds (n − 1; the source's table gives the population "
+               "std); best mean in bold. "
                "P: parameters without the token embedding. t_f: the first evaluated step "
                "reaching the best value; Δt = t_f(val) − t_f(train).\n"], []
     for study, (swept, extra, title) in STUDY_TABLES.items():

@@ -18,15 +18,18 @@ from arithrepro.report.tables import cells, format_mean
 
 README_START = "<!-- results: written by `arithrepro results --readme` from docs/results.json; edit nothing here -->"
 README_END = "<!-- /results -->"
+CLAIMS_START = "<!-- claims: written by `arithrepro results --readme` from docs/results.json; edit nothing here -->"
+CLAIMS_END = "<!-- /claims -->"
 THUMBNAIL_WIDTH = 900   # pixels: a figure as a repository's web view shows it
 
 
 def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
-            findings: dict | None = None) -> dict:
+            findings: dict | None = None, claims: dict | None = None) -> dict:
     """docs/results.json: {profile, runs, origin: {...}, seconds: {...}, tasks: {task: {metrics,
     cells: [{model, size, n, <metric>: {mean, std}}], findings: [...]}}}. `df`: one row per run
     (report/tables' collect_runs); `headline`: {task: (metrics, sizes pattern)}; `origins`: each
-    record's training provenance; `findings`: {task: its verdicts (arithrepro/findings.py)}."""
+    record's training provenance; `findings`: {task: its verdicts (arithrepro/findings.py)};
+    `claims`: {task: {source, claims}} (arithrepro/claims.py, ledger_rows)."""
     import re
 
     tasks = {}
@@ -44,8 +47,13 @@ def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
                                 "std": statistics.stdev(values) if len(values) > 1 else None}
             out.append(entry)
         tasks[task] = {"metrics": list(metrics), "cells": out,
-                       "findings": (findings or {}).get(task, [])}
+                       "findings": (findings or {}).get(task, []),
+                       **({"ledger": claims[task]} if claims and task in claims else {})}
+    from arithrepro.claims import counts
+
+    judged = [c for t in tasks.values() for c in t.get("ledger", {}).get("claims", [])]
     return {"profile": profile, "runs": int(len(df)), "origin": _origin(origins),
+            "claims": counts(judged),
             "seconds": {k: float(df[k].sum()) for k in ("train_seconds", "eval_seconds")
                         if k in df},
             "tasks": tasks}
@@ -97,20 +105,65 @@ def page(data: dict, figures: dict) -> str:
                                             *(_stat(m, c.get(m)) for m in t["metrics"])]) + " |")
         lines.append("")
         lines += findings_table(t.get("findings", []))
+        lines += ledger_section(task, t.get("ledger"))
         for name in figures.get(task, []):
             lines += [f"![{task}: {Path(name).stem}](results/{name})", ""]
     return "\n".join(lines)
 
 
+def counts_words(c: dict) -> str:
+    """'12 reproduced, 3 not reproduced, 5 too close to call, 40 not tested here'."""
+    from arithrepro.findings import OUTCOMES
+
+    return ", ".join(f"{c.get(o, 0)} {o}" for o in OUTCOMES)
+
+
+def ledger_section(task: str, ledger: dict | None) -> list[str]:
+    """The source's claims (claims/<task>.yaml), each with the source's number, ours and the
+    verdict; its settings apart, folded."""
+    from arithrepro.claims import counts
+    from arithrepro.findings import verdict_word
+
+    if not ledger:
+        return []
+    src, rows = ledger["source"], ledger["claims"]
+    judged = [r for r in rows if r["outcome"] is not None]
+    lines = [f"### The source's claims: {src['title']}", "",
+             f"Source {src['file']} ([claims/{task}.yaml](../claims/{task}.yaml)): "
+             f"{src['carries']} Of its {len(judged)} claims: {counts_words(counts(rows))}.", "",
+             "| claim | in the source | the source's number | ours (runs of this page) | verdict |",
+             "|---|---|---|---|---|"]
+    for r in judged:
+        ours = r["ours"] or "–"
+        verdict = verdict_word(r) + (f": {r['why']}" if r["why"] else "")
+        lines.append(f"| {_cell(r['claim'])} | {_cell(r['where'])} | {_cell(r['source'])} | "
+                     f"{_cell(ours)} | {_cell(verdict)} |")
+    settings = [r for r in rows if r["outcome"] is None]
+    if settings:
+        lines += ["", f"<details><summary>The source's settings ({len(settings)}), and how "
+                  "this project follows them</summary>", "",
+                  "| setting | in the source | here |", "|---|---|---|"]
+        lines += [f"| {_cell(r['claim'])} | {_cell(r['where'])} | {_cell(r['why'])} |"
+                  for r in settings]
+        lines += ["", "</details>"]
+    return [*lines, ""]
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
 def findings_table(findings: list[dict]) -> list[str]:
-    """A task's findings as lines of a table: claim, target, holds, what it rests on."""
+    """A task's findings as lines of a table: claim, the stated test, the verdict, what it
+    rests on."""
     from arithrepro.findings import verdict_word
 
     if not findings:
         return []
-    lines = ["| finding | target | holds | measured |", "|---|---|---|---|"]
+    lines = ["| finding | test | verdict | measured |", "|---|---|---|---|"]
     for f in findings:
-        lines.append(f"| {f['claim']} | {f['target']} | {verdict_word(f)} | {f['measured']} |")
+        lines.append(f"| {f['claim']} | {f.get('test', f.get('target'))} | {verdict_word(f)} | "
+                     f"{f['measured']} |")
     return [*lines, ""]
 
 
@@ -155,3 +208,43 @@ def thumbnail(src: Path, dst: Path, width: int = THUMBNAIL_WIDTH) -> Path:
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def claims_block(data: dict) -> str:
+    """The README's first-screen count of the sources' claims by verdict, per source."""
+    lines = [CLAIMS_START, ""]
+    total = data.get("claims")
+    if total:
+        lines += [f"The sources' claims, each tested on seeds no recipe was tuned on "
+                  f"([claims/](claims), [docs/results.md](docs/results.md)): "
+                  f"**{counts_words(total)}**; {total.get('settings', 0)} more are settings "
+                  "the project follows or departs from, each named.", "",
+                  "| source | reproduced | not reproduced | too close to call | not tested here |",
+                  "|---|---:|---:|---:|---:|"]
+        from arithrepro.claims import counts
+        from arithrepro.findings import OUTCOMES
+
+        for task, t in data["tasks"].items():
+            if "ledger" not in t:
+                continue
+            c = counts(t["ledger"]["claims"])
+            lines.append(f"| [{task}](docs/results.md#{task}): {t['ledger']['source']['title']} | "
+                         + " | ".join(str(c[o]) for o in OUTCOMES) + " |")
+        lines += ["", f"From {_where(data)}."]
+    else:
+        lines.append("No ledger judged yet: `make repro` writes it.")
+    return "\n".join([*lines, "", CLAIMS_END])
+
+
+def source_study(data: dict) -> dict:
+    """docs/modular-source.json from the results (docs/results.json) of a workspace whose params
+    ran the modular-source target (sanity=source): where its runs ran, modular's cells, and the
+    verdicts of the claims that target tests."""
+    if "modular-source" not in data.get("targets", []):
+        raise ValueError("results.json: its params ran no modular-source target "
+                         "(compose them with sanity=source)")
+    modular = data["tasks"]["modular"]
+    tested = [c for c in modular.get("ledger", {}).get("claims", [])
+              if "modular-source" in c.get("profiles", []) and c.get("outcome")]
+    return {"target": "modular-source", "profile": data["profile"], "runs": data.get("runs"),
+            "origin": data["origin"], "cells": modular["cells"], "claims": tested}

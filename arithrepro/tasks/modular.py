@@ -37,7 +37,7 @@ SWEEPS = {"sanity": (), "data": ("r_train",), "orders": (), "size": ("layers", "
 ABBREV = {"r_train": "r", "layers": "L", "d_model": "d", "heads": "h", "batch_size": "B",
           "weight_decay": "wd", "lr": "lr", "warmup_frac": "wu", "schedule": "sched",
           "beta2": "b2", "eps": "eps", "steps": "T", "p": "p", "dropout": "drop", "eval_every": "e",
-          "orders": "o", "operator": "op"}
+          "orders": "o", "operator": "op", "norm": "norm", "grad_clip": "clip"}
 
 
 # --- data ------------------------------------------------------------------------------------
@@ -302,6 +302,7 @@ BASE = {
     "layers": integer(1, 64),
     "d_model": integer(1),
     "heads": integer(1),
+    "norm": choice("pre", "post"),
     "dropout": number(0, 1, hi_open=True),
     "lr": number(0, lo_open=True),
     "warmup_frac": number(0, 1, hi_open=True),
@@ -309,6 +310,7 @@ BASE = {
     "beta2": number(0, 1, lo_open=True, hi_open=True),
     "eps": number(0, lo_open=True),
     "weight_decay": number(0),
+    "grad_clip": number(0),
     "batch_size": integer(1),
     "steps": integer(1),
     "eval_every": integer(1),
@@ -352,90 +354,145 @@ def _study_schema(study: str) -> dict:
     return s
 
 
-# --- findings (arithrepro/findings.py; docs/modular.md repeats them) ---------------------------
+# --- findings (arithrepro/findings.py; docs/modular.md repeats them; claims/modular.yaml) ---------
+
+GENERALIZED = 0.9   # the source's own bar: a run generalizes once A_val reaches 0.9 (data study)
+
 
 def _study(rows, study: str):
     return rows[[s.split(".")[0] == study for s in rows["size"]]]
 
 
 def _per_model(study: str, judge):
-    """A check on one study's records: judge(a model's runs, params) -> (holds, words) for
-    each model; it holds when it holds for every model (None: a model's cannot say)."""
+    """A check on one study's records: judge(a model's runs, params) -> (outcome, words) for
+    each model, combined over the models (findings.combine)."""
     def check(rows, params):
-        from arithrepro.findings import Verdict, fewest, missing
+        from arithrepro.findings import Verdict, combine, fewest, missing
 
         sub = _study(rows, study)
         if not len(sub):
             return missing(f"the {study} study")
         judged = [(model, *judge(g, params)) for model, g in sub.groupby("model", sort=False)]
-        holds = None if any(h is None for _, h, _ in judged) else all(h for _, h, _ in judged)
-        return Verdict(holds, "; ".join(f"{m}: {words}" for m, _, words in judged), fewest(sub))
+        return Verdict(combine([o for _, o, _ in judged]),
+                       "; ".join(f"{m}: {words}" for m, _, words in judged), fewest(sub))
 
     return check
 
 
-def _sanity(g, params):
-    fell = g.reindex(columns=["val_fallback"])["val_fallback"]   # absent: never reached 0.99
-    ok = ((g["val_acc"] >= 0.99) & (g["dt_acc_steps"] > 0) & (g["train_acc_last"] >= 0.99)
-          & (fell.fillna(1.0) <= 0.2))
-    deepest = (f"deepest fall after 0.99 {fell.max():.2f}" if fell.notna().any()
-               else "A_val never reached 0.99")
-    return bool(ok.all()), (f"{int(ok.sum())} of {len(g)} seeds (A_val from {g['val_acc'].min():.3f}, "
-                            f"Δt(A) from {int(g['dt_acc_steps'].min())} steps, {deepest})")
+def _late(g, params):
+    """Memorize first, generalize later: A_val reaches the source's 0.9, and run by run the
+    first step at the best A_val comes after the first step at the best A_train."""
+    from arithrepro import stats
+    from arithrepro.findings import combine, outcome
+
+    reach = stats.above(g["val_acc"], GENERALIZED)
+    later = stats.paired(g["val_acc_step"], g["train_acc_step"])
+    return (combine([outcome(reach.outcome), outcome(later.outcome)]),
+            f"A_val {reach.words()}; t_f(A_val) − t_f(A_train) {later.words(1, ' steps')}")
 
 
-def _data(g, params):
-    means = g.groupby("r_train")[["train_acc", "val_acc"]].mean()
-    general = [r for r, m in means.iterrows() if m["val_acc"] >= 0.9]
-    memorize = [r for r, m in means.iterrows() if m["train_acc"] >= 0.99 and m["val_acc"] <= 0.5]
-    words = (f"generalizes from r_train {min(general):g}" if general
-             else "no r_train reaches A_val 0.9")
-    if memorize:
-        words += f", only memorizes up to {max(memorize):g}"
-    return None, words + " (a measurement, not a threshold)"
+def _gpt_fits_faster(rows, params):
+    """The GPT reaches its best training accuracy in fewer steps than the LSTM (sanity)."""
+    from arithrepro import stats
+    from arithrepro.findings import Verdict, missing, outcome, values
+
+    sub = _study(rows, "sanity")
+    lstm, gpt = (values(sub, "train_acc_step", model=m) for m in ("lstm-std", "gpt-sin"))
+    if not lstm or not gpt:
+        return missing("both models in the sanity study")
+    c = stats.compare(lstm, gpt)
+    return Verdict(outcome(c.outcome), f"t_f(A_train), LSTM − GPT {c.words(1, ' steps')}",
+                   min(len(lstm), len(gpt)))
+
+
+def _swept(key: str, metric: str, lower_is_better: bool, name: str):
+    """Between the smallest and the largest swept value of `key`: the metric of the larger
+    value above (or below) the smaller's, by the exact permutation test."""
+    def judge(g, params):
+        from arithrepro import stats
+        from arithrepro.findings import outcome
+
+        lo, hi = g[key].min(), g[key].max()
+        a, b = g[g[key] == hi][metric].dropna(), g[g[key] == lo][metric].dropna()
+        c = stats.compare(b, a) if lower_is_better else stats.compare(a, b)
+        first, second = (lo, hi) if lower_is_better else (hi, lo)
+        return outcome(c.outcome), (f"{name} at {key} {first:g} − at {second:g}: "
+                                    f"{c.words(1 if 'step' in metric or 'norm' in metric else 100)}")
+
+    return judge
 
 
 def _size(g, params):
-    cell = g.groupby(["layers", "d_model"])[["val_acc", "val_acc_step"]].mean()
-    small, large = cell.index.min(), cell.index.max()
-    a, b = cell.loc[small], cell.loc[large]
-    better = b["val_acc"] > a["val_acc"] or (b["val_acc"] >= a["val_acc"]
-                                             and b["val_acc_step"] < a["val_acc_step"])
-    return bool(better), (f"L{large[0]} d{large[1]} A_val {b['val_acc']:.3f} at step "
-                          f"{b['val_acc_step']:.0f} against L{small[0]} d{small[1]} "
-                          f"{a['val_acc']:.3f} at {a['val_acc_step']:.0f}")
+    """The largest (L, d) reaches its best A_val in fewer steps than the smallest."""
+    from arithrepro import stats
+    from arithrepro.findings import outcome
+
+    cells = sorted({(int(r.layers), int(r.d_model)) for r in g.itertuples()})
+    small, large = cells[0], cells[-1]
+    pick = lambda c: g[(g["layers"] == c[0]) & (g["d_model"] == c[1])]["val_acc_step"]  # noqa: E731
+    c = stats.compare(pick(small), pick(large))
+    return outcome(c.outcome), (f"t_f(A_val), L{small[0]} d{small[1]} − L{large[0]} d{large[1]}: "
+                                f"{c.words(1, ' steps')}")
 
 
 def _compute(g, params):
-    budgets = peek(params, "modular", "studies", "compute", "budgets") or []
-    means = g.groupby("batch_size").mean(numeric_only=True)
-    lo, hi = means.index.min(), means.index.max()
-    wins = [a for a in budgets if means.at[lo, f"a{a:g}_val_acc"] > means.at[hi, f"a{a:g}_val_acc"]]
-    return (bool(budgets) and len(wins) == len(budgets),
-            f"B {lo} above B {hi} within {len(wins)} of {len(budgets)} budgets")
+    """At the smallest budget α, the smallest batch above the largest in A_val."""
+    from arithrepro import stats
+    from arithrepro.findings import UNTESTED, outcome
+
+    budgets = sorted(peek(params, "modular", "studies", "compute", "budgets") or [])
+    if not budgets:
+        return UNTESTED, "no budgets"
+    alpha = budgets[0]
+    col = f"a{alpha:g}_val_acc"
+    lo, hi = g["batch_size"].min(), g["batch_size"].max()
+    c = stats.compare(g[g["batch_size"] == lo][col], g[g["batch_size"] == hi][col])
+    return outcome(c.outcome), f"A_val within α = {alpha:g}, B {lo} − B {hi}: {c.words(100, ' points')}"
 
 
 def _decay(g, params):
-    means = g.groupby("weight_decay")[["val_acc_step", "param_norm"]].mean()
-    w0, w1 = means.index.min(), means.index.max()
-    (t0, n0), (t1, n1) = means.loc[w0], means.loc[w1]
-    return bool(t1 < t0 and n1 < n0), (f"weight decay {w1:g} against {w0:g}: t_f(A_val) {t1:.0f} "
-                                       f"vs {t0:.0f}, final ‖θ‖ {n1:.1f} vs {n0:.1f}")
+    """A larger weight decay: an earlier t_f(A_val) and a smaller final ‖θ‖₂."""
+    from arithrepro.findings import combine
+
+    sooner, words1 = _swept("weight_decay", "val_acc_step", True, "t_f(A_val)")(g, params)
+    smaller, words2 = _swept("weight_decay", "param_norm", True, "final ‖θ‖₂")(g, params)
+    return combine([sooner, smaller]), f"{words1}; {words2}"
+
+
+def _orders(g, params):
+    """Run by run, the binary sums reach their best validation accuracy before the ternary."""
+    from arithrepro import stats
+    from arithrepro.findings import outcome
+
+    p = stats.paired(g["o3_val_acc_step"], g["o2_val_acc_step"])
+    return outcome(p.outcome), f"t_f(A_val), ternary − binary {p.words(1, ' steps')}"
 
 
 FINDINGS = (
-    Finding("sanity, each model: memorize first, generalize later",
-            "in every seed A_val ≥ 0.99, Δt(A) > 0, A_train ≥ 0.99 at the end, and A_val never "
-            "more than 0.2 below 0.99 once it reached it", _per_model("sanity", _sanity)),
-    Finding("data: how much data generalizes",
-            "the smallest r_train with A_val ≥ 0.9, and the largest that only memorizes "
-            "(A_train ≈ 1, A_val ≤ 0.5)", _per_model("data", _data)),
-    Finding("size: the GPT scales with width and depth (the source's)",
-            "a larger d or L reaches A_val sooner (t_f) or higher", _per_model("size", _size)),
-    Finding("compute: small batches generalize better at small budgets (the source's)",
-            "within α·T, a smaller B reaches a higher A_val", _per_model("compute", _compute)),
-    Finding("weight decay: higher generalizes sooner and shrinks the norm (the source's)",
-            "at a larger weight decay, an earlier t_f(A_val) and a smaller final ‖θ‖₂",
+    Finding("modular.late", "memorize first, generalize later",
+            "each model: A_val above the source's 0.9 (one-sample t, one-sided) and, run by run, "
+            "t_f(A_val) after t_f(A_train) (exact sign-flip test, one-sided), p ≤ 0.05 each",
+            _per_model("sanity", _late)),
+    Finding("modular.gpt-fits-faster", "the GPT memorizes the training set sooner than the LSTM",
+            "t_f(A_train), LSTM − GPT in the sanity study: exact permutation test over seeds, "
+            "one-sided, p ≤ 0.05", _gpt_fits_faster),
+    Finding("modular.data", "more training data generalizes better",
+            "each model: A_val at the largest r_train − at the smallest: exact permutation test "
+            "over seeds, one-sided, p ≤ 0.05",
+            _per_model("data", _swept("r_train", "val_acc", False, "A_val"))),
+    Finding("modular.orders", "binary sums are learned before ternary ones",
+            "each model, run by run: t_f(A_val) of the ternary samples after the binary's (exact "
+            "sign-flip test, one-sided, p ≤ 0.05)", _per_model("orders", _orders)),
+    Finding("modular.size", "a larger model generalizes sooner",
+            "each model: t_f(A_val) of the smallest (L, d) − of the largest: exact permutation "
+            "test over seeds, one-sided, p ≤ 0.05", _per_model("size", _size)),
+    Finding("modular.compute", "small batches generalize better at small budgets",
+            "each model: A_val within the smallest budget α·T, the smallest B − the largest: "
+            "exact permutation test over seeds, one-sided, p ≤ 0.05",
+            _per_model("compute", _compute)),
+    Finding("modular.decay", "a higher weight decay generalizes sooner and shrinks the norm",
+            "the LSTM: t_f(A_val) and the final ‖θ‖₂, at the smallest weight decay − at the "
+            "largest: exact permutation tests over seeds, one-sided, p ≤ 0.05 each",
             _per_model("regularization", _decay)),
 )
 
@@ -586,11 +643,11 @@ def cell(spec: RunSpec, c: dict, where: Placement):
     data = TASK.data(c, spec.seed, where.device)
     torch.manual_seed(spec.seed)
     dims = TASK.dims(c)
-    size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"]}
+    size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"], "norm": c["norm"]}
     net = build_model(spec.model, size, dropout=float(c["dropout"]), **dims).to(where.device)
     cfg = TrainConfig(lr=float(c["lr"]), seed=spec.seed, optimizer="adamw", schedule=c["schedule"],
                       warmup_frac=float(c["warmup_frac"]), beta2=float(c["beta2"]), eps=float(c["eps"]),
-                      weight_decay=float(c["weight_decay"]),
+                      weight_decay=float(c["weight_decay"]), grad_clip=float(c["grad_clip"]),
                       val_every=c["eval_every"], checkpoint_every=c["checkpoint_every"],
                       validate_epochs=False, restore_best=False, outputs_from=data.outputs_from,
                       precision=where.precision, compile=where.compile, graphs=where.graphs)
