@@ -96,3 +96,65 @@ def test_a_mean_and_its_std_share_the_stds_first_decimal():
     assert format_mean("test_acc", 0.51, 0.01) == "51.0 ± 1.0 %"
     assert format_mean("steps", 1280.0, 0.0) == "1,280 ± 0"
     assert format_mean("final_bpc", 2.17031, None) == "2.17"
+
+
+def test_every_seed_is_on_the_page(data):
+    gpt = data["tasks"]["expr"]["cells"][0]
+    assert gpt["seeds"] == {0: {"test_acc": 0.5, "ood_acc": 0.1}, 1: {"test_acc": 0.51, "ood_acc": 0.1},
+                            2: {"test_acc": 0.52, "ood_acc": 0.1}}
+    page = results.page(data, {})
+    assert "<details><summary>Every seed</summary>" in page
+    assert "| gpt | small | 2 | 52.0 % | 10.0 % |" in page
+
+
+def _ledger_data(data):
+    from arithrepro import claims
+    from arithrepro.findings import CLOSE
+
+    ledger = {"source": {"file": "000", "task": "expr", "title": "T", "carries": "Code."},
+              "claims": [
+                  {"id": "expr.a", "where": "fig 1", "claim": "ReTran | first", "kind": "trend",
+                   "setting": "s", "test": {"finding": "expr.order", "profiles": ["cpu"]}},
+                  {"id": "expr.b", "where": "cell 3", "claim": "LAMB", "kind": "setting",
+                   "setting": "s", "here": "followed"}]}
+    findings = [{"id": "expr.order", "outcome": CLOSE, "measured": "Δ +1.2 points", "n": 5,
+                 "test": "permutation"}]
+    judged = claims.verdicts(ledger, None, findings, "cpu")
+    data["tasks"]["expr"]["ledger"] = claims.ledger_rows(ledger, judged)
+    data["claims"] = claims.counts(judged)
+    return data
+
+
+def test_the_ledger_on_the_page_and_its_counts_in_the_readme(data):
+    data = _ledger_data(data)
+    page = results.page(data, {})
+    assert "### The source's claims: T" in page
+    assert "| ReTran \\| first | fig 1 | – | Δ +1.2 points | too close to call: finding expr.order" in page
+    assert "<summary>The source's settings (1), and how this project follows them</summary>" in page
+    block = results.claims_block(json.loads(json.dumps(data)))
+    assert block.startswith(results.CLAIMS_START) and block.endswith(results.CLAIMS_END)
+    assert "**0 reproduced, 0 not reproduced, 1 too close to call, 0 not tested here**" in block
+    assert "| [expr](docs/results.md#expr): T | 0 | 0 | 1 | 0 |" in block
+
+
+def test_the_readmes_claims_are_the_generated_ones():
+    readme = (ROOT / "README.md").read_text()
+    first_screen = readme.split("## What it is", 1)[0]
+    start, end = first_screen.index(results.CLAIMS_START), first_screen.index(results.CLAIMS_END)
+    generated = ROOT / "docs" / "results.json"
+    if generated.is_file():
+        assert first_screen[start:end + len(results.CLAIMS_END)] == \
+            results.claims_block(json.loads(generated.read_text())), "run `arithrepro results --readme`"
+
+
+def test_a_named_targets_results_keep_only_its_claims():
+    data = {"profile": "cpu", "runs": 10, "origin": {"cpu": ["X"]}, "targets": ["modular-source"],
+            "tasks": {"modular": {"cells": [{"model": "gpt-sin", "size": "sanity", "n": 5}],
+                                  "ledger": {"claims": [
+                                      {"id": "modular.a", "profiles": ["modular-source"], "outcome": "reproduced"},
+                                      {"id": "modular.b", "profiles": ["cpu"], "outcome": "reproduced"},
+                                      {"id": "modular.c", "profiles": ["modular-source"], "outcome": None}]}}}}
+    out = results.source_study(data)
+    assert [c["id"] for c in out["claims"]] == ["modular.a"] and out["target"] == "modular-source"
+    with pytest.raises(ValueError, match="ran no modular-source target"):
+        results.source_study({**data, "targets": []})

@@ -40,6 +40,10 @@ def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
         out = []
         for (model, size), cell in cells(rows):
             entry = {"model": model, "size": size, "n": int(len(cell))}
+            ordered = cell.sort_values("seed")
+            entry["seeds"] = {int(s): {m: float(v) for m in metrics if m in ordered
+                                       for v in [row[m]] if pd.notna(v)}
+                              for s, (_, row) in zip(ordered["seed"], ordered.iterrows())}
             for m in metrics:
                 values = [float(v) for v in cell[m].dropna()] if m in cell else []
                 if values:
@@ -104,11 +108,27 @@ def page(data: dict, figures: dict) -> str:
             lines.append("| " + " | ".join([c["model"], c["size"], str(c["n"]),
                                             *(_stat(m, c.get(m)) for m in t["metrics"])]) + " |")
         lines.append("")
+        lines += seeds_table(t)
         lines += findings_table(t.get("findings", []))
         lines += ledger_section(task, t.get("ledger"))
         for name in figures.get(task, []):
             lines += [f"![{task}: {Path(name).stem}](results/{name})", ""]
     return "\n".join(lines)
+
+
+def seeds_table(t: dict) -> list[str]:
+    """Every seed's headline metrics, folded under the table of means."""
+    rows = [(c["model"], c["size"], seed, values) for c in t["cells"]
+            for seed, values in (c.get("seeds") or {}).items()]
+    if not rows:
+        return []
+    lines = ["<details><summary>Every seed</summary>", "",
+             "| model | size | seed | " + " | ".join(t["metrics"]) + " |",
+             "|---|---|---:|" + "---:|" * len(t["metrics"])]
+    for model, size, seed, values in rows:
+        lines.append(f"| {model} | {size} | {seed} | " + " | ".join(
+            format_mean(m, values[m], None) if m in values else "–" for m in t["metrics"]) + " |")
+    return [*lines, "", "</details>", ""]
 
 
 def counts_words(c: dict) -> str:
