@@ -59,6 +59,7 @@ def charlm_sample(params_path: str) -> None:
             with plt.rc_context(STYLE):
                 fig = attention_grid(plt, [first], shown, f"{run.name}: first layer's attention")
                 figures.append(save(plt, fig, out_dir / f"{run.name}.png"))
+    out_dir.mkdir(parents=True, exist_ok=True)   # a DVC output even when no model attends
     write_text(paths.record("charlm").parent / "samples.md", "\n".join(lines))
     done(f"charlm-sample: {len(todo)} samples -> metrics/charlm/samples.md; "
          f"{len(figures)} attention maps -> {out_dir}")

@@ -342,16 +342,17 @@ def test_only_the_grus_sample_greedily_by_default():
                      "transformer-8": "softmax"}
 
 
-def test_the_sample_stage_writes_each_runs_rule(tmp_path):
-    """charlm-sample on untrained models: every run's heading, rule and text."""
+@pytest.mark.parametrize("models", [["rnn", "gru", "transformer-1"], ["rnn", "gru"]])
+def test_the_sample_stage_writes_each_runs_rule(tmp_path, models):
+    """charlm-sample on untrained models: every run's heading, rule and text; the attention
+    maps' folder, a DVC output, exists even when no model attends."""
     import yaml
     from click.testing import CliRunner
 
     from arithrepro.stages.charlm_sample import charlm_sample
 
     assert _corpus_stage(tmp_path, {"chars": 3000}).exit_code == 0
-    params = _params(models=["rnn", "gru", "transformer-1"], corpus={"chars": 3000},
-                     sample={"chars": None})
+    params = _params(models=models, corpus={"chars": 3000}, sample={"chars": None})
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
     cwd = os.getcwd()
     os.chdir(tmp_path)
@@ -372,8 +373,11 @@ def test_the_sample_stage_writes_each_runs_rule(tmp_path):
     assert "one token drawn uniformly from the vocabulary" in samples
     assert "## rnn-s16-0\n\nRule: softmax, drawn from softmax(logits / 1); 1 + 99 characters." in samples
     assert "## gru-s16-0\n\nRule: greedy, the argmax of the logits; 1 + 99 characters." in samples
-    assert ("## transformer-1-s16-0\n\nRule: softmax, drawn from softmax(logits / 1); "
-            "1 + 100 characters.") in samples
+    maps = sorted(p.name for p in (tmp_path / "plots" / "charlm" / "attention").iterdir())
+    assert maps == (["transformer-1-s16-0.png"] if "transformer-1" in models else [])
+    if "transformer-1" in models:
+        assert ("## transformer-1-s16-0\n\nRule: softmax, drawn from softmax(logits / 1); "
+                "1 + 100 characters.") in samples
 
 
 def _corpus_stage(tmp_path, corpus: dict):
