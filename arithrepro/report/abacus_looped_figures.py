@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from arithrepro.io import read_json
-from arithrepro.report.plotting import (STYLE, pyplot, read_csv, require, save, seed_note,
-                                       seeds_per_cell, arch_order, arch_style, seed_spread,
+from arithrepro.report.plotting import (PALETTE, STYLE, arch_order, arch_style, pyplot, read_csv,
+                                       require, save, seed_note, seed_spread, seeds_per_cell,
                                        shade_spread)
 
 
@@ -104,16 +104,18 @@ def _ood_vs_recurrences(plt, grids: dict, meta: dict, trained: dict):
                       .assign(model=model, size=size, seed=seed, trained=trained[cell]))
     per_cell = pd.concat(frames)
     sizes = sorted(set(per_cell["size"]))
-    for (model, size), part in per_cell.groupby(["model", "size"]):
+    cells = list(per_cell.groupby(["model", "size"]))
+    for k, ((model, size), part) in enumerate(cells):
         spread = seed_spread(part, "recurrences", "accuracy")
-        style = arch_style(model, models)
+        # a colour per cell: two depth structures of one model are told apart
+        style = {**arch_style(model, models), "color": PALETTE[k % len(PALETTE)]}
         ls = ["-", "--", ":", "-."][sizes.index(size) % 4]
         n = int(spread["n"].max())
         # every seed as a faint line, the mean over them bold: no band to clip at 100 %
         for _, one in part.groupby("seed"):
             one = one.sort_values("recurrences")
             ax.plot(one["recurrences"], 100 * one["accuracy"], linestyle=ls, linewidth=0.8,
-                    alpha=0.35, color=style["color"])
+                    marker=".", markersize=5, alpha=0.4, color=style["color"])
         ax.plot(spread["recurrences"], 100 * spread["mean"], linestyle=ls, linewidth=2,
                 label=f"{model} {size}: " + (f"mean of {n} seeds" if n > 1 else "one seed"),
                 **style)

@@ -88,7 +88,8 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
                         label=f"{model} ({_si(seeds['params'].mean())} params): train")
                 ax.plot(val["step"], val["mean"], color=c, linestyle="--", marker="o",
                         markersize=2.5, linewidth=1.0,
-                        label=f"{model}: validation, final {_final(seeds['final_val_loss'] / LN2)}")
+                        label=f"{model}: validation (seq {int(T)}), final "
+                              f"{_final(seeds['final_val_loss'] / LN2)}")
                 shade_spread(ax, val, "step", c)
             ax.set_title(f"seq_length {int(T)}")
             ax.set_xlabel("step")
