@@ -259,7 +259,9 @@ def readme_block(own: dict, others: list[dict]) -> str:
                 by_commit.setdefault(commits(data, t), []).append(t)
         where.append(f"{name}: " + "; ".join(f"{', '.join(ts)} at {c}" for c, ts in by_commit.items()))
     later = f" ({alone} more not checked in another setting yet)" if alone else ""
-    summary = (f"{agree} of {total} findings give the same verdict in every setting{later}, on {ran}; "
+    head = (f"{agree} of {total} findings give the same verdict in every setting{later}" if total
+            else f"None of the {alone} findings is checked in another setting yet")
+    summary = (f"{head}, on {ran}; "
                "the numbers beside each verdict are on [docs/crosscheck.md](docs/crosscheck.md). "
                "Commits: " + ". ".join(where) + ".")
     return "\n".join([README_START, "", summary, "", *rows, "", README_END])
