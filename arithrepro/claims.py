@@ -110,13 +110,17 @@ def _check_test(t, c: dict, at: str, finding_ids: set[str]) -> None:
         return
     if not isinstance(t.get("cell"), dict) or not t["cell"]:
         raise LedgerError(f"{at}: test.cell: expected a mapping of record fields to values")
-    value = t.get("value", (c.get("reported") or {}).get("value"))
-    if not _number(value):
+    if not _number(_value(c)):
         raise LedgerError(f"{at}: test.value: expected a number (or reported.value a number)")
     if not _number(t.get("tolerance")) or t["tolerance"] < 0:
         raise LedgerError(f"{at}: test.tolerance: expected a number >= 0")
     if not isinstance(t.get("tolerance_why"), str):
         raise LedgerError(f"{at}: test.tolerance_why: expected a string")
+
+
+def _value(c: dict):
+    """The source's value a metric test checks ours against: test.value, else reported.value."""
+    return c["test"].get("value", (c.get("reported") or {}).get("value"))
 
 
 def _num(v) -> str:
@@ -161,12 +165,12 @@ def _untested_words(u: dict) -> str:
 def _tested(c: dict, rows, by_id: dict, active: set, elsewhere: dict) -> dict:
     t = c["test"]
     if not active & set(t["profiles"]):
-        profile = next(p for p in sorted(active) if p not in TARGETS)
         for target in TARGETS:
             if target in t["profiles"] and c["id"] in elsewhere:
                 return {**elsewhere[c["id"]], "via": target}
         where = " or ".join(f"`make {p}`" if p in TARGETS else f"the {p} profile"
                             for p in t["profiles"])
+        profile = next(p for p in sorted(active) if p not in TARGETS)
         return {"outcome": UNTESTED, "why": f"not in the {profile} profile: {where} tests it"}
     if "finding" in t:
         f = by_id.get(t["finding"])
@@ -181,7 +185,7 @@ def _against(c: dict, t: dict, rows) -> dict:
     from arithrepro import stats
     from arithrepro.findings import values
 
-    value = t.get("value", (c.get("reported") or {}).get("value"))
+    value = _value(c)
     try:
         xs = values(rows, t["metric"], **t["cell"]) if len(rows) else []
         trials = values(rows, t["trials"], **t["cell"]) if t.get("trials") and xs else []
@@ -206,8 +210,6 @@ def counts(judged: list[dict]) -> dict:
             out[v["outcome"]] += 1
     out["settings"] = sum(v["outcome"] is None for v in judged)
     return out
-
-
 
 
 def reported_words(r: dict | None) -> str:

@@ -40,10 +40,9 @@ def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
         out = []
         for (model, size), cell in cells(rows):
             entry = {"model": model, "size": size, "n": int(len(cell))}
-            ordered = cell.sort_values("seed")
-            entry["seeds"] = {int(s): {m: float(v) for m in metrics if m in ordered
-                                       for v in [row[m]] if pd.notna(v)}
-                              for s, (_, row) in zip(ordered["seed"], ordered.iterrows())}
+            kept = [m for m in metrics if m in cell]
+            entry["seeds"] = {int(row["seed"]): {m: float(row[m]) for m in kept if pd.notna(row[m])}
+                              for _, row in cell.sort_values("seed").iterrows()}
             for m in metrics:
                 values = [float(v) for v in cell[m].dropna()] if m in cell else []
                 if values:
