@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The checks a CUDA machine runs (docs/benchmarks.md, "On a GPU"): the tests that touch the device, the
 # projected training times, the training step eager against torch.compile and CUDA graphs, and
-# ensembles against the same runs one by one.
-#   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of tests,estimate,compile,ensemble
+# ensembles against the same runs one by one, and the paper profile's looped cells trained to the end.
+#   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of tests,estimate,compile,ensemble,looped
+# `looped` trains, scores and reports the paper profile's looped grid (each model's seeds as one
+# ensemble) without DVC, in looped-paper/, and packs its records into OUT_DIR/looped-paper.tar.gz;
+# LOOPED_SET adds overrides to the composed params (a short run to try the script: looped.train.steps=20).
 # Logs and JSON land in OUT_DIR (default gpu-out). Run it from the repository root after
 # `pip install -e .` (stages/ is the package arithrepro.stages only through the install; a
 # non-editable install is shadowed there by the source tree, which lacks it). The tests run on
@@ -15,7 +18,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())" | tee -a "$out/gpu.txt"
 if [[ $parts == *tests* ]]; then
-    python3 -m pytest -q -p no:cacheprovider -n 8 --dist loadfile --durations=20 tests/test_cuda.py tests/test_device.py \
+    python3 -m pytest -v -p no:cacheprovider -n ${TEST_WORKERS:-8} --dist loadfile --durations=20 tests/test_cuda.py tests/test_device.py \
         tests/test_fast_paths.py tests/test_micro_batches.py tests/test_optim.py \
         tests/test_decoding.py tests/test_recurrent_fused.py tests/test_retran_fused.py \
         tests/test_graphs.py tests/test_ensemble.py tests/test_provenance.py::test_a_cuda_run_names_its_gpu \
@@ -26,6 +29,23 @@ if [[ $parts == *estimate* ]]; then
         --json "$out/estimate.json" 2>&1 | grep -v "^estimate: timing" | tee "$out/estimate.log"
     python3 -m arithrepro.cli estimate --profile cpu --task expr --steps 10 --warmup 3 2>&1 \
         | grep -v "^estimate: timing" | tee "$out/estimate-cpu-profile.log"
+fi
+if [[ $parts == *looped* ]]; then
+    ws=looped-paper
+    rm -rf "$ws" && mkdir -p "$ws" && cp -r conf "$ws/"
+    ( cd "$ws" && python3 -m arithrepro.cli compose-params profile=paper ${LOOPED_SET:-} \
+        && python3 -m arithrepro.cli generate-datasets --task looped \
+        && for model in standard looped; do
+               start=$SECONDS
+               python3 -m arithrepro.cli train --task looped \
+                   $model-notebook-0 $model-notebook-1 $model-notebook-2 || exit 1
+               echo "looped: $model, seeds 0-2 as one ensemble, trained in $((SECONDS - start)) s"
+               for seed in 0 1 2; do
+                   python3 -m arithrepro.cli evaluate --task looped --model $model --size notebook --seed $seed || exit 1
+               done
+           done \
+        && python3 -m arithrepro.cli report --task looped ) 2>&1 | tee "$out/looped.log"
+    tar czf "$out/looped-paper.tar.gz" --exclude='*.pt' --exclude='data' -C "$ws" .
 fi
 if [[ $parts == *compile* ]]; then
     python3 -m benchmarks.run --only compile 2>&1 | tee "$out/compile.log"
