@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from arithrepro.findings import UNTESTED, outcome
+from arithrepro.findings.base import UNTESTED, outcome
 
 LEDGER = Path("claims")
 KINDS = ("number", "comparison", "trend", "threshold", "qualitative", "question", "setting")
@@ -61,9 +61,9 @@ def check(data, where: str, task: str, finding_ids: set[str] | None = None) -> N
     if data["source"]["task"] != task:
         raise LedgerError(f"{where}: source.task = {data['source']['task']!r}: expected {task!r}")
     if finding_ids is None:
-        from arithrepro.tasks.registry import TASKS
+        from arithrepro.findings.registry import FINDINGS
 
-        finding_ids = {f.id for f in TASKS[task].findings}
+        finding_ids = {f.id for f in FINDINGS[task]}
     seen = set()
     for i, c in enumerate(data["claims"]):
         cid = c.get("id") if isinstance(c, dict) else None
@@ -183,7 +183,7 @@ def _tested(c: dict, rows, by_id: dict, active: set, elsewhere: dict) -> dict:
 
 def _against(c: dict, t: dict, rows) -> dict:
     from arithrepro import stats
-    from arithrepro.findings import values
+    from arithrepro.findings.base import values
 
     value = _value(c)
     try:
@@ -202,7 +202,7 @@ def _against(c: dict, t: dict, rows) -> dict:
 
 def counts(judged: list[dict]) -> dict:
     """{outcome: how many claims}, settings apart."""
-    from arithrepro.findings import OUTCOMES
+    from arithrepro.findings.base import OUTCOMES
 
     out = {o: 0 for o in OUTCOMES}
     for v in judged:

@@ -5,7 +5,7 @@ the workspace that shares its DVC cache: every cell the findings read trains and
 there as an ordinary DVC cell (another cell than the workspace's, since its `cpu` params
 differ), so a second crosscheck of the same setting restores it from the run cache, and
 `dvc push` carries it like any other. Then each task's findings are checked on those records
-(arithrepro/findings.py) and written beside the workspace's own:
+(arithrepro/findings/) and written beside the workspace's own:
 
 - docs/crosscheck/<capability>-t<threads>.json: the setting, where it ran, each task's cells
   (mean, std and n of its headline metrics), findings and the workspace's commit they ran at; a
@@ -59,13 +59,14 @@ def scratch_copy(root: Path, dest: Path) -> Path:
 
 def task_report(params: dict, tasks: list[str]) -> dict:
     """{task: {cells, findings}} from the records the params name, in the working directory."""
-    from arithrepro.findings import verdicts
+    from arithrepro.findings.base import verdicts
+    from arithrepro.findings.registry import FINDINGS
     from arithrepro.report.results import collect
     from arithrepro.report.tables import wanted_runs
     from arithrepro.tasks.registry import TASKS
 
     df = wanted_runs(params, tasks)
-    found = {n: verdicts(TASKS[n].findings, df[df["task"] == n], params) for n in tasks}
+    found = {n: verdicts(FINDINGS[n], df[df["task"] == n], params) for n in tasks}
     data = collect(df, {n: (TASKS[n].headline, TASKS[n].headline_sizes) for n in tasks}, [],
                    params["profile"], found)
     origin = {k: sorted({str(v) for v in df[k].dropna()}) for k in ("machine", "cpu_capability",
@@ -153,7 +154,7 @@ def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path
 
 def page(own: dict, others: list[dict]) -> str:
     """docs/crosscheck.md: per task, a row per finding, a column per setting."""
-    from arithrepro.findings import verdict_word
+    from arithrepro.findings.base import verdict_word
 
     columns = [("this workspace", own), *((label(o["setting"]), o) for o in others)]
     lines = ["# Findings on other CPUs", "",
@@ -225,7 +226,7 @@ def finding(data: dict, task: str, key: str) -> dict | None:
 def readme_block(own: dict, others: list[dict]) -> str:
     """README.md's crosscheck block: a row per task and finding, the verdict in each setting
     (the words of docs/crosscheck.md without the numbers), and whether they all agree."""
-    from arithrepro.findings import verdict_word
+    from arithrepro.findings.base import verdict_word
 
     if not others:
         return "\n".join([README_START, "", "No other setting checked yet.", "", README_END])

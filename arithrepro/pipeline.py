@@ -118,6 +118,7 @@ def report_stage(task) -> Stage:
 
 def stages() -> list[tuple[str, list[Stage]]]:
     """(section title, its stages), in dvc.yaml's order."""
+    from arithrepro.findings.registry import READS
     from arithrepro.report.figures import FIGURES
     from arithrepro.tasks.registry import TASKS
 
@@ -148,7 +149,7 @@ def stages() -> list[tuple[str, list[Stage]]]:
         # git-tracked, so that a web view of the repository shows the results
         Stage("results", "results", None,
               params=["profile", "claims.targets", *run_keys,
-                      *(f"{n}.{k}" for n, t in TASKS.items() for k in t.findings_reads)],
+                      *(f"{n}.{k}" for n, keys in READS.items() for k in keys)],
               outs=[{path: {"cache": False}} for path in
                     ("docs/results.md", "docs/results.json", "docs/results")],
               deps=[*(d for t in TASKS.values() for d in t.record_dirs),

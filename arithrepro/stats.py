@@ -13,7 +13,8 @@ Three questions, each with one stated test:
   the source's value ± a tolerance the claim states: inside the band, reproduced; disjoint from
   it, not reproduced; overlapping it, inconclusive. The interval is Student's t over seeds; where
   every seed scored the same proportion (all at 100 %, say) the seeds cannot give an interval
-  and the pooled trials give an exact Clopper-Pearson one (scipy.stats.binomtest).
+  and the pooled trials give an exact Clopper-Pearson one (scipy.stats.binomtest). A proportion's
+  t interval is cut to [0, 1].
 - **above a bar** (`above`): the one-sided one-sample t-test of the mean against a bar derived
   from something stated (chance, a trivial baseline, the source's number); where the seeds have
   no spread, the exact sign test over seeds.
@@ -65,7 +66,7 @@ class Comparison:
 
     def words(self, scale: float = 1.0, unit: str = "") -> str:
         """'Δ +10.0 points [95 % CI +7.1, +12.9], g 2.3, permutation p 0.004 (5 vs 5)'."""
-        f = lambda v: f"{scale * v:+.{_digits(scale)}f}"
+        f = _formatter(scale, self.diff, *self.ci, sign=True)
         ci = "–" if any(map(math.isnan, self.ci)) else f"[{f(self.ci[0])}, {f(self.ci[1])}]"
         g = "–" if math.isnan(self.g) else f"{self.g:.1f}"
         floor = f"; at these n p cannot go below {self.min_p:.3f}" if self.min_p > ALPHA else ""
@@ -130,7 +131,8 @@ class Paired:
 
     def words(self, scale: float = 1.0, unit: str = "") -> str:
         floor = f"; over {self.n} runs p cannot go below {self.min_p:.3f}" if self.min_p > ALPHA else ""
-        return (f"mean paired Δ {scale * self.diff:+.{_digits(scale)}f}{unit}, sign-flip "
+        f = _formatter(scale, self.diff, sign=True)
+        return (f"mean paired Δ {f(self.diff)}{unit}, sign-flip "
                 f"permutation p {_p(self.p)} (n = {self.n}{floor})")
 
 
@@ -177,8 +179,7 @@ class Agreement:
         return CLOSE
 
     def words(self, scale: float = 1.0, unit: str = "") -> str:
-        k = _digits(scale)
-        f = lambda v: f"{scale * v:.{k}f}"
+        f = _formatter(scale, self.mean, *self.interval, *self.band)
         iv = "no interval" if math.isnan(self.interval[0]) else \
             f"95 % interval [{f(self.interval[0])}, {f(self.interval[1])}]{unit}"
         return (f"{f(self.mean)}{unit} over {self.n} seed{'s' * (self.n != 1)}, {iv} "
@@ -196,7 +197,10 @@ def against(values, reported: float, tolerance: float, trials: int | None = None
     m = statistics.fmean(xs)
     if len(xs) > 1 and _sd(xs) > 0:
         half = st.t.ppf(0.5 + LEVEL / 2, len(xs) - 1) * _sd(xs) / math.sqrt(len(xs))
-        return Agreement(len(xs), m, (m - half, m + half), "t over seeds", band)
+        lo, hi = m - half, m + half
+        if trials:   # a proportion: the part of Student's interval outside [0, 1] is impossible
+            lo, hi = max(lo, 0.0), min(hi, 1.0)
+        return Agreement(len(xs), m, (lo, hi), "t over seeds", band)
     if trials and 0.0 <= m <= 1.0:
         total = trials * len(xs)
         k = round(m * total)
@@ -237,8 +241,8 @@ class Above:
         return YES if self.p <= ALPHA else NO if self.p_reverse <= ALPHA else CLOSE
 
     def words(self, scale: float = 1.0, unit: str = "") -> str:
-        k = _digits(scale)
-        return (f"{scale * self.mean:.{k}f}{unit} against {scale * self.bar:.{k}f}{unit}, "
+        f = _formatter(scale, self.mean, self.bar)
+        return (f"{f(self.mean)}{unit} against {f(self.bar)}{unit}, "
                 f"{self.method} p {_p(self.p)} (n = {self.n})")
 
 
@@ -264,5 +268,13 @@ def _p(p: float) -> str:
     return "–" if math.isnan(p) else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
-def _digits(scale: float) -> int:
-    return 1 if scale >= 100 else 3 if scale == 1 else 2
+def _formatter(scale: float, *values: float, sign: bool = False):
+    """How the numbers of one result read: percentages and points to one decimal, fractions to
+    three; counts (a parameter count, steps: any shown value of 100 or more on scale 1) as whole
+    numbers with thousands separators."""
+    shown = [abs(scale * v) for v in values if math.isfinite(v)]
+    if scale == 1 and shown and max(shown) >= 100:
+        spec = ",.0f"
+    else:
+        spec = f".{1 if scale >= 100 else 3 if scale == 1 else 2}f"
+    return lambda v: format(scale * v, ("+" if sign else "") + spec)

@@ -43,12 +43,13 @@ def crosscheck(params_path: str, capability: str, threads: int, overrides: tuple
     """
     from arithrepro import config
     from arithrepro import crosscheck as check
+    from arithrepro.findings.registry import FINDINGS
     from arithrepro.tasks.registry import TASKS
 
     params = config.load(params_path)
     for task in tasks:
         config.known_task(task)
-    chosen = list(tasks) or [n for n, t in TASKS.items() if t.findings]
+    chosen = list(tasks) or [n for n in TASKS if FINDINGS[n]]
     setting = {"capability": capability, "threads": threads, "set": list(overrides)}
     if overrides:   # a bad override: one line now, not after the copy
         config.compose([f"profile={params['profile']}", *overrides], Path("conf"))

@@ -27,7 +27,7 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     Reads the record of every run the params ask for (params: each task's lists that name its
     runs, `profile` and `claims.targets`), their training provenance, and the figures each task
     shows first (report/figures.py: `shown`); checks each task's findings on the records
-    (arithrepro/findings.py) and judges every claim of the ledger, claims/<task>.yaml
+    (arithrepro/findings/) and judges every claim of the ledger, claims/<task>.yaml
     (arithrepro/claims.py), with docs/modular-source.json for the claims only `make
     modular-source` tests. Writes docs/results.md, docs/results.json and small copies of
     those figures in docs/results/, git-tracked (DVC does not cache them). With --readme, reads
@@ -55,7 +55,8 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     import shutil
 
     from arithrepro import claims, config
-    from arithrepro.findings import verdicts
+    from arithrepro.findings.base import verdicts
+    from arithrepro.findings.registry import FINDINGS
     from arithrepro.report.figures import FIGURES
     from arithrepro.report.tables import wanted_runs
     from arithrepro.tasks.registry import TASKS
@@ -65,7 +66,7 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     origins = [(read_json(spec.record).get("provenance") or {}).get("train", {})
                for t in TASKS.values() for spec in t.runs(params)]
     ledgers = {n: claims.load(n) for n in TASKS}   # checked before any work
-    findings = {n: verdicts(t.findings, df[df["task"] == n], params) for n, t in TASKS.items()}
+    findings = {n: verdicts(FINDINGS[n], df[df["task"] == n], params) for n in TASKS}
     elsewhere = claims.elsewhere(DOCS / "modular-source.json")
     targets = tuple(params["claims"]["targets"])
     judged = {n: claims.ledger_rows(ledgers[n], claims.verdicts(

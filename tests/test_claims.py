@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from arithrepro import claims
-from arithrepro.findings import CLOSE, NOT_REPRODUCED, REPRODUCED, UNTESTED
+from arithrepro.findings.base import CLOSE, NOT_REPRODUCED, REPRODUCED, UNTESTED
+from arithrepro.findings.registry import FINDINGS
 from arithrepro.tasks.registry import TASKS
 
 
@@ -18,7 +19,7 @@ from arithrepro.tasks.registry import TASKS
 def test_every_ledger_follows_the_schema_and_names_its_findings(task):
     ledger = claims.load(task)
     tested = {c["test"]["finding"] for c in ledger["claims"] if "finding" in c.get("test", {})}
-    assert {f.id for f in TASKS[task].findings} <= tested, "a finding tests no claim of the source"
+    assert {f.id for f in FINDINGS[task]} <= tested, "a finding tests no claim of the source"
     judged = [c for c in ledger["claims"] if c["kind"] != "setting"]
     assert judged, "a source without claims"
 
@@ -79,7 +80,7 @@ def rows(val_accs):
                           "val_acc": v} for s, v in enumerate(val_accs)])
 
 
-FINDINGS = [{"id": "modular.late", "outcome": CLOSE, "measured": "m", "n": 5, "test": "t"}]
+RECORDED = [{"id": "modular.late", "outcome": CLOSE, "measured": "m", "n": 5, "test": "t"}]
 
 
 def by_id(judged):
@@ -87,29 +88,29 @@ def by_id(judged):
 
 
 def test_verdicts_by_metric_finding_untested_and_setting():
-    judged = by_id(claims.verdicts(LEDGER, rows([0.999, 0.998, 1.0, 0.999, 0.997]), FINDINGS, "cpu"))
+    judged = by_id(claims.verdicts(LEDGER, rows([0.999, 0.998, 1.0, 0.999, 0.997]), RECORDED, "cpu"))
     assert judged["modular.a"]["outcome"] == REPRODUCED and judged["modular.a"]["n"] == 5
     assert judged["modular.b"]["outcome"] == CLOSE and judged["modular.b"]["ours"] == "m"
     assert judged["modular.c"]["outcome"] == UNTESTED and "hardware" in judged["modular.c"]["why"]
     assert judged["modular.d"]["outcome"] is None
     assert judged["modular.e"]["outcome"] == UNTESTED and "make modular-source" in judged["modular.e"]["why"]
-    far = by_id(claims.verdicts(LEDGER, rows([0.6, 0.7, 0.65]), FINDINGS, "cpu"))
+    far = by_id(claims.verdicts(LEDGER, rows([0.6, 0.7, 0.65]), RECORDED, "cpu"))
     assert far["modular.a"]["outcome"] == NOT_REPRODUCED
 
 
 def test_a_profile_that_does_not_run_the_claim_says_so():
-    judged = by_id(claims.verdicts(LEDGER, rows([1.0] * 3), FINDINGS, "paper"))
+    judged = by_id(claims.verdicts(LEDGER, rows([1.0] * 3), RECORDED, "paper"))
     assert judged["modular.a"]["outcome"] == UNTESTED and "the cpu profile" in judged["modular.a"]["why"]
 
 
 def test_a_named_targets_verdicts_come_from_its_file(tmp_path):
     done = {"modular.e": {"outcome": REPRODUCED, "ours": "8,350 steps", "n": 5, "why": "w"}}
-    judged = by_id(claims.verdicts(LEDGER, rows([1.0]), FINDINGS, "cpu", elsewhere=done))
+    judged = by_id(claims.verdicts(LEDGER, rows([1.0]), RECORDED, "cpu", elsewhere=done))
     assert judged["modular.e"]["outcome"] == REPRODUCED and judged["modular.e"]["via"] == "modular-source"
     # the target's own run computes them from its records
     gpt = pd.DataFrame([{"task": "modular", "model": "gpt-sin", "size": "sanity", "seed": s,
                          "val_acc_step": v} for s, v in enumerate([8390, 8410, 8400])])
-    own = by_id(claims.verdicts(LEDGER, gpt, FINDINGS, "cpu", targets=("modular-source",)))
+    own = by_id(claims.verdicts(LEDGER, gpt, RECORDED, "cpu", targets=("modular-source",)))
     assert own["modular.e"]["outcome"] == REPRODUCED
     path = tmp_path / "modular-source.json"
     path.write_text(json.dumps({"target": "modular-source", "claims": [
@@ -120,7 +121,7 @@ def test_a_named_targets_verdicts_come_from_its_file(tmp_path):
 
 
 def test_counts_keep_settings_apart():
-    judged = claims.verdicts(LEDGER, rows([1.0] * 3), FINDINGS, "cpu")
+    judged = claims.verdicts(LEDGER, rows([1.0] * 3), RECORDED, "cpu")
     c = claims.counts(judged)
     assert c["settings"] == 1 and sum(c[o] for o in c if o != "settings") == 4
 

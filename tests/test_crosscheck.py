@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from arithrepro.tasks.registry import TASKS
+from arithrepro.findings.registry import FINDINGS
 from tests.workspace import sh
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -27,12 +27,12 @@ def test_the_findings_on_another_capability_beside_the_workspaces(smoke_first_ru
     assert data["setting"] == {"capability": "default", "threads": 1, "set": []}
     assert data["origin"]["cpu_capability"] == ["DEFAULT"] and data["origin"]["threads"] == ["1"]
     assert [f["claim"] for f in data["tasks"]["looped"]["findings"]] == [
-        f.claim for f in TASKS["looped"].findings]
+        f.claim for f in FINDINGS["looped"]]
     page = (here / "docs" / "crosscheck.md").read_text()
     # a column beside the workspace's own (and beside the settings the repository holds already)
     header = next(line for line in page.splitlines() if line.startswith("| finding | this workspace |"))
     assert header.endswith(" default-t1 |")
-    assert all(f.claim in page for f in TASKS["looped"].findings)
+    assert all(f.claim in page for f in FINDINGS["looped"])
     assert not any(scratch.iterdir()), "the scratch copy is removed"
     assert "up to date" in sh(["dvc", "status"], here)   # the workspace's own cells untouched
 

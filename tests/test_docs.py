@@ -79,14 +79,14 @@ def test_a_task_pages_results_link_to_the_generated_ones(task):
 
 @pytest.mark.parametrize("task", TASKS)
 def test_a_task_pages_findings_are_its_checks(task):
-    """The page's findings table lists the task's checked findings (arithrepro/findings.py),
+    """The page's findings table lists the task's checked findings (arithrepro/findings/),
     claim and test word for word, in their order."""
-    from arithrepro.tasks.registry import TASKS as REGISTRY
+    from arithrepro.findings.registry import FINDINGS as CHECKS
 
     table = results_section(f"{task}.md").split(FINDINGS, 1)[1].split("\n\n", 1)[0]
     rows = [tuple(c.strip() for c in line.strip().strip("|").split("|"))
             for line in table.splitlines() if line.startswith("|") and not line.startswith("|---")]
-    assert rows == [(f.claim, f.test) for f in REGISTRY[task].findings]
+    assert rows == [(f.claim, f.test) for f in CHECKS[task]]
 
 
 @pytest.mark.parametrize("page", [f"{task}.md" for task in TASKS] + ["profiles.md"])

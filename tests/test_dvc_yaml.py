@@ -78,6 +78,17 @@ def test_a_cell_runs_its_tasks_and_models_code_only():
     assert "arithrepro/cost.py" not in code_files(ROOT, "train", "charlm")
 
 
+@pytest.mark.parametrize("task", ["expr", "abacus", "looped", "modular", "charlm"])
+def test_no_run_depends_on_the_findings_or_the_statistics(task):
+    """A changed check or test re-runs the results page, never a run or its evaluation."""
+    judged = {"arithrepro/stats.py", "arithrepro/claims.py"}
+    for command in ("train", "evaluate"):
+        files = set(code_files(ROOT, command, task))
+        assert not files & judged and not any(f.startswith("arithrepro/findings/") for f in files)
+    results = set(code_files(ROOT, "results", None))
+    assert judged | {f"arithrepro/findings/{task}.py"} <= results
+
+
 @pytest.mark.parametrize("rule", ["tasks", "models"])
 def test_the_narrowing_rules_matter(rule):
     """Followed everywhere, the registries would make an expr cell depend on charlm's task and

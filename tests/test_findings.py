@@ -1,13 +1,14 @@
 """Each task's findings checked on made-up records: records where the claim holds give
 "reproduced", records where it does not give "not reproduced" (or, where the seeds cannot tell,
-"too close to call"), so no check passes by construction (arithrepro/findings.py; the checks live
-with their tasks)."""
+"too close to call"), so no check passes by construction (arithrepro/findings/; one module of
+checks per task)."""
 
 import pandas as pd
 import pytest
 
-from arithrepro.findings import (CLOSE, NOT_REPRODUCED, OUTCOMES, REPRODUCED, UNTESTED, Verdict,
+from arithrepro.findings.base import (CLOSE, NOT_REPRODUCED, OUTCOMES, REPRODUCED, UNTESTED, Verdict,
                                  combine, verdict_word, verdicts)
+from arithrepro.findings.registry import FINDINGS
 from arithrepro.tasks.registry import TASKS
 
 SEEDS = range(5)
@@ -16,7 +17,7 @@ SEEDS = range(5)
 def check(task: str, rows: list[dict], params: dict | None = None) -> dict:
     """{finding id: outcome} of the task's findings on `rows`."""
     return {v["id"]: v["outcome"]
-            for v in verdicts(TASKS[task].findings, pd.DataFrame(rows), params or {})}
+            for v in verdicts(FINDINGS[task], pd.DataFrame(rows), params or {})}
 
 
 def jitter(seed: int) -> float:
@@ -99,7 +100,7 @@ def test_abacus_fails():
 
 def test_abacus_every_seed_at_100_percent_takes_the_binomial_bound():
     rows = [dict(r, id_acc=1.0) for r in abacus_rows()]
-    v = verdicts(TASKS["abacus"].findings, pd.DataFrame(rows), ABACUS)[0]
+    v = verdicts(FINDINGS["abacus"], pd.DataFrame(rows), ABACUS)[0]
     assert v["outcome"] == REPRODUCED and "exact binomial" in v["measured"]
 
 
@@ -217,7 +218,7 @@ def test_a_record_without_the_metric_is_not_tested():
     rows = abacus_rows()
     for r in rows:
         del r["ood_acc"]
-    v = verdicts(TASKS["abacus"].findings, pd.DataFrame(rows), ABACUS)[1]
+    v = verdicts(FINDINGS["abacus"], pd.DataFrame(rows), ABACUS)[1]
     assert v["outcome"] == UNTESTED and v["measured"] == "the records have no ood_acc"
 
 
@@ -230,10 +231,11 @@ def test_outcomes_are_a_fixed_vocabulary():
 
 
 def test_every_finding_has_a_unique_id_of_its_task():
-    ids = [f.id for t in TASKS.values() for f in t.findings]
+    assert set(FINDINGS) == set(TASKS)
+    ids = [f.id for found in FINDINGS.values() for f in found]
     assert len(ids) == len(set(ids))
-    for name, t in TASKS.items():
-        assert all(f.id.startswith(f"{name}.") for f in t.findings)
+    for name, found in FINDINGS.items():
+        assert all(f.id.startswith(f"{name}.") for f in found)
 
 
 @pytest.mark.parametrize("f, word", [

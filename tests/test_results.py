@@ -109,7 +109,7 @@ def test_every_seed_is_on_the_page(data):
 
 def _ledger_data(data):
     from arithrepro import claims
-    from arithrepro.findings import CLOSE
+    from arithrepro.findings.base import CLOSE
 
     ledger = {"source": {"file": "000", "task": "expr", "title": "T", "carries": "Code."},
               "claims": [

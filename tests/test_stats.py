@@ -90,6 +90,24 @@ def test_all_seeds_at_one_hundred_percent_take_an_exact_binomial_bound():
     assert stats.against([1.0] * 5, 1.0, 0.01, trials=20).outcome == stats.CLOSE
 
 
+def test_a_proportions_t_interval_stays_inside_zero_to_one():
+    seeds = [1.0, 1.0, 0.999, 1.0, 1.0]
+    free = stats.against(seeds, 0.975, 0.025)
+    assert free.interval[1] > 1.0 and free.outcome == stats.CLOSE
+    held = stats.against(seeds, 0.975, 0.025, trials=1000)
+    assert held.interval == (free.interval[0], 1.0) and held.outcome == stats.YES
+    assert stats.against([0.0, 0.002, 0.0], 0.0, 0.05, trials=500).interval[0] == 0.0
+
+
+def test_counts_read_as_whole_numbers():
+    words = stats.against([202368.0] * 5, 202368, 0).words()
+    assert "202,368 over 5 seeds" in words and "202368.000" not in words
+    assert "Δ +830 steps" in stats.paired([1000, 2000, 1500, 1800, 1850],
+                                          [500, 800, 700, 900, 1100]).words(unit=" steps")
+    assert "0.994 against 0.900" in stats.above([0.99, 0.995, 0.997], 0.9).words()
+    assert "99.9 %" in stats.against([0.999] * 3, 1.0, 0.01).words(100, " %")
+
+
 def test_above_a_bar():
     assert stats.above([0.137, 0.12, 0.15, 0.14, 0.13], 0.10).outcome == stats.YES
     assert stats.above([0.09, 0.08, 0.085, 0.07], 0.10).outcome == stats.NO

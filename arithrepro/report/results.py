@@ -28,7 +28,7 @@ def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
     """docs/results.json: {profile, runs, origin: {...}, seconds: {...}, tasks: {task: {metrics,
     cells: [{model, size, n, <metric>: {mean, std}}], findings: [...]}}}. `df`: one row per run
     (report/tables' collect_runs); `headline`: {task: (metrics, sizes pattern)}; `origins`: each
-    record's training provenance; `findings`: {task: its verdicts (arithrepro/findings.py)};
+    record's training provenance; `findings`: {task: its verdicts (arithrepro/findings/)};
     `claims`: {task: {source, claims}} (arithrepro/claims.py, ledger_rows)."""
     import re
 
@@ -132,7 +132,7 @@ def seeds_table(t: dict) -> list[str]:
 
 def counts_words(c: dict) -> str:
     """'12 reproduced, 3 not reproduced, 5 too close to call, 40 not tested here'."""
-    from arithrepro.findings import OUTCOMES
+    from arithrepro.findings.base import OUTCOMES
 
     return ", ".join(f"{c.get(o, 0)} {o}" for o in OUTCOMES)
 
@@ -141,7 +141,7 @@ def ledger_section(task: str, ledger: dict | None) -> list[str]:
     """The source's claims (claims/<task>.yaml), each with the source's number, ours and the
     verdict; its settings apart, folded."""
     from arithrepro.claims import counts
-    from arithrepro.findings import verdict_word
+    from arithrepro.findings.base import verdict_word
 
     if not ledger:
         return []
@@ -175,7 +175,7 @@ def _cell(text: str) -> str:
 def findings_table(findings: list[dict]) -> list[str]:
     """A task's findings as lines of a table: claim, the stated test, the verdict, what it
     rests on."""
-    from arithrepro.findings import verdict_word
+    from arithrepro.findings.base import verdict_word
 
     if not findings:
         return []
@@ -241,7 +241,7 @@ def claims_block(data: dict) -> str:
                   "| source | reproduced | not reproduced | too close to call | not tested here |",
                   "|---|---:|---:|---:|---:|"]
         from arithrepro.claims import counts
-        from arithrepro.findings import OUTCOMES
+        from arithrepro.findings.base import OUTCOMES
 
         for task, t in data["tasks"].items():
             if "ledger" not in t:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-from arithrepro.findings import Finding
 from arithrepro.models.registry import MODELS
 from arithrepro.schema import ParamsError, boolean, integer, list_of
 from arithrepro.tasks.base import StreamTask
@@ -112,108 +111,6 @@ def text_to_digits(text, width: int):
 
 # --- the task ----------------------------------------------------------------------------------
 
-# --- findings (arithrepro/findings.py; docs/abacus.md repeats them; claims/abacus.yaml) -----------
-
-def _looping(rows):
-    """The cells whose block was trained at more than one recurrence."""
-    return [(m, s) for m, s in dict.fromkeys(zip(rows["model"], rows["size"]))
-            if int(rows[(rows["model"] == m) & (rows["size"] == s)]["recurrences"].max()) > 1]
-
-
-def _in_range(rows, params):
-    """Within the training lengths, accuracy in the high 90s (the paper's, as the blog quotes it)."""
-    from arithrepro import stats
-    from arithrepro.findings import cells, each, values
-
-    parts = []
-    for m, s in cells(rows):
-        acc = values(rows, "id_acc", model=m, size=s)
-        n = values(rows, "id_n", model=m, size=s)
-        parts.append((s, stats.against(acc, 0.975, 0.025, trials=int(min(n)) if n else None),
-                      len(acc)))
-    return each(parts, "any cell")
-
-
-def _beyond(rows, params):
-    """The looped cells beyond the training lengths above the reproduction's grid mean."""
-    from arithrepro import stats
-    from arithrepro.findings import each, values
-
-    accs = [(s, values(rows, "ood_acc", model=m, size=s)) for m, s in _looping(rows)]
-    return each([(s, stats.above(a, REPRODUCTION[16]), len(a)) for s, a in accs],
-                "a looped block")
-
-
-def _one_recurrence(rows, params):
-    """A looped block run once fails (the reproduction's 0.000 at one recurrence)."""
-    from arithrepro import stats
-    from arithrepro.findings import each, values
-
-    accs = [(s, values(rows, "acc_r1", model=m, size=s)) for m, s in _looping(rows)]
-    return each([(s, stats.against(a, 0.0, 0.05), len(a)) for s, a in accs],
-                "a looped block evaluated at one recurrence")
-
-
-def _more_recurrences(rows, params):
-    """Run by run, accuracy at more recurrences than trained within 5 points of the trained
-    count's (the reproduction's: 0.611, 0.613, 0.613 at 8, 16, 32 after training at 16)."""
-    from arithrepro import stats
-    from arithrepro.findings import each
-
-    parts = []
-    for m, s in _looping(rows):
-        runs = rows[(rows["model"] == m) & (rows["size"] == s)]
-        trained = int(runs["recurrences"].max())
-        more = sorted(int(c[5:]) for c in runs.columns
-                      if c.startswith("acc_r") and c[5:].isdigit() and int(c[5:]) > trained
-                      and runs[c].notna().all())
-        for r in more:
-            diff = runs[f"acc_r{r}"] - runs[f"acc_r{trained}"]
-            parts.append((f"{s}, {r} − {trained} recurrences", stats.against(diff, 0.0, 0.05),
-                          len(diff)))
-    return each(parts, "a looped block evaluated past its trained count", unit=" points")
-
-
-def _looped_vs_plain(rows, params):
-    """A looped block above a plain decoder of the same effective depth (record `depth`),
-    beyond the training lengths (the paper's looped-vs-standard comparison)."""
-    from arithrepro import stats
-    from arithrepro.findings import each, values
-
-    if "depth" not in rows:
-        raise KeyError("depth")
-    cell = rows.groupby("size").agg(depth=("depth", "max"), recurrences=("recurrences", "max"))
-    pairs = [(lo, pl) for lo in cell.index for pl in cell.index
-             if cell.at[lo, "recurrences"] > 1 and cell.at[pl, "recurrences"] == 1
-             and cell.at[lo, "depth"] == cell.at[pl, "depth"]]
-    parts = []
-    for lo, pl in pairs:
-        a, b = (values(rows, "ood_acc", size=s) for s in (lo, pl))
-        parts.append((f"{lo} − {pl}", stats.compare(a, b), min(len(a), len(b))))
-    return each(parts, "a looped block and a plain decoder of one effective depth",
-                unit=" points")
-
-
-# the reproduction's 40 x 40 grid mean accuracy by inference recurrences (trained at 16)
-REPRODUCTION = {1: 0.000, 2: 0.320, 8: 0.611, 16: 0.613, 32: 0.613}
-
-FINDINGS = (
-    Finding("abacus.in-range", "within the training lengths, accuracy in the high nineties",
-            "accuracy within the training lengths, 95 % interval inside 95-100 % (Student's t "
-            "over seeds; an exact binomial bound where every seed scored alike)", _in_range),
-    Finding("abacus.beyond", "addition carries past the training length",
-            "a looped block's accuracy beyond the training lengths above the reproduction's grid "
-            "mean, 61.3 % (one-sample t, one-sided, p ≤ 0.05)", _beyond),
-    Finding("abacus.one-recurrence", "a looped block run once adds nothing right",
-            "a looped block at one recurrence: 95 % interval of grid accuracy inside 0-5 %",
-            _one_recurrence),
-    Finding("abacus.more-recurrences", "more recurrences at inference than trained keep the accuracy",
-            "run by run, grid accuracy at each count above the trained one minus at the trained "
-            "count: 95 % interval inside ±5 points", _more_recurrences),
-    Finding("abacus.looped-vs-plain", "a looped block beats a plain decoder of equal effective depth",
-            "accuracy beyond the training lengths, looped − plain: exact permutation test over "
-            "seeds, one-sided, p ≤ 0.05", _looped_vs_plain),
-)
 
 class AbacusTask(StreamTask):
     name = "abacus"
@@ -224,7 +121,6 @@ class AbacusTask(StreamTask):
     forms = ("digit-tokens", "tokens")
     precision = "mixed"
     title = "Abacus embeddings and depth for addition beyond the training length"
-    findings = FINDINGS
     train_blocks = ("data", "model", "train")
     sizes_models = ("abacus",)   # abacus.model: the Abacus decoder's width, on every task
     plots = ({"plots/abacus/eval": {"x": "n1", "y": "n2",

@@ -93,10 +93,6 @@ class Task(ABC):
     # expression; empty: every size).
     headline: tuple[str, ...] = ()
     headline_sizes = ""
-    # What its runs are read against (arithrepro/findings.py): checks on its records, and the
-    # <task> params keys they read besides those that name its runs.
-    findings: tuple = ()
-    findings_reads: tuple[str, ...] = ()
     # Its part of dvc.yaml (arithrepro/pipeline.py): the section's title; the <task> keys that
     # name its runs (what its report and the summary read them by); where its records are;
     # the tables its report writes; dvc.yaml's plot definitions of its folders of plot data

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 
-from arithrepro.findings import Finding
 from arithrepro.schema import ParamsError, choice, integer
 from arithrepro.tasks.base import GridTask, train_schema
 
@@ -72,133 +71,6 @@ class Split:
         return Split(self.tokens.to(device), self.eq.to(device), self.lengths.to(device))
 
 
-# --- findings (arithrepro/findings.py; docs/expr.md repeats them; claims/expr.yaml) -------------
-
-ORDER = ("retran", "lstm", "gpt")
-
-
-def _matched_sizes(rows, metric):
-    from arithrepro.findings import values
-
-    return [s for s in dict.fromkeys(rows["size"])
-            if all(values(rows, metric, model=m, size=s) for m in ORDER)]
-
-
-def _learns(rows, params):
-    """Each architecture's largest cell above the trivial baseline: always answering the
-    training set's most common answer (majority_acc, measured on the test set)."""
-    from arithrepro import stats
-    from arithrepro.findings import Verdict, combine, fewest, missing, outcome, values
-
-    parts, outs = [], []
-    for m in ORDER:
-        sizes = [s for s in dict.fromkeys(rows[rows["model"] == m]["size"])]
-        if not sizes:
-            continue
-        size = sizes[-1]   # the profile's sizes run from small to large
-        acc = values(rows, "test_acc", model=m, size=size)
-        bar = max(values(rows, "majority_acc", model=m, size=size))
-        a = stats.above(acc, bar)
-        outs.append(outcome(a.outcome))
-        parts.append(f"{m} {size}: {a.words(100, ' %')}")
-    if not parts:
-        return missing("any architecture")
-    return Verdict(combine(outs), "; ".join(parts), fewest(rows))
-
-
-def _ranked(metric):
-    """ReTran above the LSTM and the LSTM above GPT at every size all three ran at."""
-    def check(rows, params):
-        from arithrepro import stats
-        from arithrepro.findings import Verdict, combine, fewest, missing, outcome, values
-
-        sizes = _matched_sizes(rows, metric)
-        if not sizes:
-            return missing("ReTran, the LSTM and GPT at one size")
-        parts, outs = [], []
-        for s in sizes:
-            for hi, lo in zip(ORDER, ORDER[1:]):
-                c = stats.compare(values(rows, metric, model=hi, size=s),
-                                  values(rows, metric, model=lo, size=s))
-                outs.append(outcome(c.outcome))
-                parts.append(f"{s}, {hi} − {lo}: {c.words(100, ' points')}")
-        return Verdict(combine(outs), "; ".join(parts), fewest(rows))
-
-    return check
-
-
-def _drops(rows, params):
-    """Run by run, test accuracy above OOD accuracy, per architecture and size."""
-    from arithrepro import stats
-    from arithrepro.findings import Verdict, cells, combine, fewest, outcome
-
-    parts, outs = [], []
-    for m, s in cells(rows):
-        runs = rows[(rows["model"] == m) & (rows["size"] == s)].dropna(subset=["test_acc", "ood_acc"])
-        p = stats.paired(runs["test_acc"], runs["ood_acc"])
-        outs.append(outcome(p.outcome))
-        parts.append(f"{m} {s}: test − OOD {p.words(100, ' points')}")
-    return Verdict(combine(outs), "; ".join(parts), fewest(rows))
-
-
-def _grows(rows, params):
-    """Each architecture more accurate at its larger size than at its smaller."""
-    from arithrepro import stats
-    from arithrepro.findings import Verdict, combine, fewest, missing, outcome, values
-
-    parts, outs = [], []
-    for m in ORDER:
-        sizes = list(dict.fromkeys(rows[rows["model"] == m]["size"]))
-        for small, large in zip(sizes, sizes[1:]):
-            c = stats.compare(values(rows, "test_acc", model=m, size=large),
-                              values(rows, "test_acc", model=m, size=small))
-            outs.append(outcome(c.outcome))
-            parts.append(f"{m} {large} − {small}: {c.words(100, ' points')}")
-    if not parts:
-        return missing("two sizes of one architecture")
-    return Verdict(combine(outs), "; ".join(parts), fewest(rows))
-
-
-GPT4O = 0.5568   # the source's GPT-4o, 10,000 test problems of 8-30 characters
-
-
-def _above_gpt4o(rows, params):
-    """The largest ReTran above GPT-4o, where the problems are the source's (8-30 characters)."""
-    from arithrepro import stats
-    from arithrepro.findings import UNTESTED, Verdict, missing, outcome, values
-
-    d = params["expr"]["data"]
-    lo, hi = d["min_in"], d["max_in"]
-    if (lo, hi) != (8, 30):
-        return Verdict(UNTESTED, f"problems of {lo}-{hi} characters; GPT-4o's were 8-30", 0)
-    sizes = list(dict.fromkeys(rows[rows["model"] == "retran"]["size"]))
-    if not sizes:
-        return missing("ReTran")
-    acc = values(rows, "test_acc", model="retran", size=sizes[-1])
-    a = stats.above(acc, GPT4O)
-    return Verdict(outcome(a.outcome), f"retran {sizes[-1]}: {a.words(100, ' %')}", len(acc))
-
-
-FINDINGS = (
-    Finding("expr.learns", "every architecture learns the task",
-            "each architecture's largest cell: test accuracy above always answering the training "
-            "set's most common answer (one-sample t, one-sided, p ≤ 0.05)", _learns),
-    Finding("expr.order", "at matched sizes ReTran is more accurate than the LSTM, the LSTM than GPT",
-            "test accuracy, ReTran − LSTM and LSTM − GPT at every size: exact permutation test "
-            "over seeds, one-sided, p ≤ 0.05", _ranked("test_acc")),
-    Finding("expr.ood-order", "out of distribution too, ReTran above the LSTM above GPT",
-            "OOD accuracy, the same tests", _ranked("ood_acc")),
-    Finding("expr.ood-drop", "accuracy drops past the training lengths",
-            "run by run, test accuracy above OOD accuracy, per architecture and size: exact "
-            "sign-flip test, one-sided, p ≤ 0.05", _drops),
-    Finding("expr.size", "a larger model of each architecture is more accurate",
-            "test accuracy, larger − smaller size per architecture: exact permutation test, "
-            "one-sided, p ≤ 0.05", _grows),
-    Finding("expr.gpt4o", "the largest ReTran answers more problems than the LLM the source asked",
-            "ReTran's largest cell above 55.68 % (one-sample t, one-sided, p ≤ 0.05), only on "
-            "the source's problems (8-30 characters)", _above_gpt4o),
-)
-
 class ExprTask(GridTask):
     name = "expr"
     forms = ("tokens", "digit-tokens")
@@ -207,8 +79,6 @@ class ExprTask(GridTask):
     pad_id = PAD
     stop_id = STOP
     headline = ("test_acc", "ood_acc")
-    findings = FINDINGS
-    findings_reads = ("data.min_in", "data.max_in")
     title = "ReTran vs GPT vs LSTM on arithmetic expressions"
     plots = ({"plots/expr/eval": {"x": "length", "y": "accuracy",
                                   "x_label": "problem length (test 8-30, OOD 31-40)",

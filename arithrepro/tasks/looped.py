@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-from arithrepro.findings import Finding
 from arithrepro.schema import ParamsError, choice, integer, list_of
 from arithrepro.tasks.base import StreamTask
 
@@ -43,73 +42,10 @@ def pairs_and_targets(a, b, base: int, carry_position: bool):
     return torch.stack([a, b], dim=2), out
 
 
-# --- findings (arithrepro/findings.py; docs/looped.md repeats them) ----------------------------
-
-def _beyond(params) -> list[int]:
-    d = params["looped"]["data"]
-    return sorted(n for n in d["eval_digits"] if n > d["train_digits"])
-
-
-def _beats(rows, params):
-    """At every length past training, the looped encoder above the standard one."""
-    from arithrepro import stats
-    from arithrepro.findings import Verdict, combine, fewest, missing, outcome, values
-
-    if not (rows["model"] == "looped").any() or not (rows["model"] == "standard").any():
-        return missing("both encoders")
-    parts, outs = [], []
-    for n in _beyond(params):
-        c = stats.compare(values(rows, f"acc_len{n}", model="looped"),
-                          values(rows, f"acc_len{n}", model="standard"))
-        outs.append(outcome(c.outcome))
-        parts.append(f"{n} digits: {c.words(100, ' points')}")
-    return Verdict(combine(outs), "; ".join(parts), fewest(rows))
-
-
-def _drop(model: str, expect_drop: bool):
-    """Run by run, exact match within the training length against the first length past it:
-    the standard encoder falls (memorization), the looped one keeps it within 10 points."""
-    def check(rows, params):
-        from arithrepro import stats
-        from arithrepro.findings import Verdict, missing, outcome
-
-        runs = rows[rows["model"] == model]
-        if not len(runs):
-            return missing(f"the {model} encoder")
-        d = params["looped"]["data"]
-        inside, first = f"acc_len{d['train_digits']}", f"acc_len{_beyond(params)[0]}"
-        if expect_drop:
-            p = stats.paired(runs[inside], runs[first])
-            return Verdict(outcome(p.outcome), f"{d['train_digits']} − {first[7:]} digits: "
-                                                f"{p.words(100, ' points')}", len(runs))
-        a = stats.against(runs[inside] - runs[first], 0.0, 0.10)
-        return Verdict(outcome(a.outcome), f"{d['train_digits']} − {first[7:]} digits: "
-                                            f"{a.words(100, ' points')}", len(runs))
-
-    return check
-
-
-FINDINGS = (
-    Finding("looped.beats-standard",
-            "the looped encoder beats the standard one past the training length",
-            "exact match at each length past training, looped − standard: exact permutation "
-            "test over seeds, one-sided, p ≤ 0.05, at every length", _beats),
-    Finding("looped.standard-memorizes",
-            "the standard encoder memorizes: it fails past the training length",
-            "run by run, exact match at the training length above the first length past it "
-            "(exact sign-flip test, one-sided, p ≤ 0.05)", _drop("standard", True)),
-    Finding("looped.generalizes",
-            "the looped encoder generalizes: past the training length it keeps its accuracy",
-            "run by run, exact match at the training length minus at the first length past it: "
-            "95 % interval inside ±10 points", _drop("looped", False)),
-)
-
 class LoopedTask(StreamTask):
     name = "looped"
     forms = ("pairs",)
     title = "a looped vs a standard transformer on addition by length"
-    findings = FINDINGS
-    findings_reads = ("data.train_digits", "data.eval_digits")
     plots = ({"plots/looped/eval": {"x": "digits", "y": ["accuracy", "digit_acc"],
                                     "x_label": "digits per operand",
                                     "y_label": "accuracy (exact match, per digit)"}},)

@@ -1,11 +1,12 @@
 """Findings: the sources' claims that the runs test, as checks on the run records.
 
-A task lists its findings (`Task.findings`): an id (the claims ledger, claims/<task>.yaml, names
-the claims each one tests), the claim in our words, the test in words (the task's page repeats
-both in its "Findings" table; a test holds them equal) and a check that reads the task's records
-(one row per run, as metrics/summary.csv holds them) and the params. The results stage writes each
-finding's verdict on the results page; `arithrepro crosscheck` writes them again for runs under
-another CPU capability and thread count, side by side.
+Each task's findings (registry.py, a module of checks per task) give an id (the claims
+ledger, claims/<task>.yaml, names the claims each one tests), the claim in our words, the test in
+words (the task's page repeats both in its "Findings" table; a test holds them equal) and a check
+that reads the task's records (one row per run, as metrics/summary.csv holds them) and the
+params. The results stage writes each finding's verdict on the results page; `arithrepro
+crosscheck` writes them again for runs under another CPU capability and thread count, side by
+side.
 
 A check returns a Verdict: its outcome, one word of OUTCOMES decided by a stated test over the
 seeds (arithrepro/stats.py) and never by a mean alone, the numbers and the test it rests on in
@@ -19,7 +20,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-if TYPE_CHECKING:  # pandas loads only when a check runs: every task module imports this one
+if TYPE_CHECKING:  # pandas loads only when a check runs
     import pandas as pd
 
 REPRODUCED, NOT_REPRODUCED, CLOSE, UNTESTED = ("reproduced", "not reproduced",

@@ -1,0 +1,35 @@
+"""Each task's findings, and the params keys (under the task's own block) their checks read
+besides the records: the results stage declares them in dvc.yaml."""
+
+from __future__ import annotations
+
+from arithrepro.findings import abacus, charlm, expr, looped, modular
+from arithrepro.findings.base import Finding
+
+FINDINGS: dict[str, tuple[Finding, ...]] = {
+    "expr": expr.FINDINGS,
+    "abacus": abacus.FINDINGS,
+    "looped": looped.FINDINGS,
+    "modular": modular.FINDINGS,
+    "charlm": charlm.FINDINGS,
+}
+
+READS: dict[str, tuple[str, ...]] = {
+    "expr": ("data.min_in", "data.max_in"),
+    "looped": ("data.train_digits", "data.eval_digits"),
+}
+
+
+def _check() -> None:
+    from arithrepro.tasks.registry import TASKS
+
+    if set(FINDINGS) != set(TASKS) or not set(READS) <= set(TASKS):
+        raise TypeError(f"findings registry: tasks {sorted(FINDINGS)}, reads {sorted(READS)}; "
+                        f"the task registry has {sorted(TASKS)}")
+    for task, found in FINDINGS.items():
+        strays = [f.id for f in found if not f.id.startswith(f"{task}.")]
+        if strays:
+            raise TypeError(f"findings registry: {task} lists {', '.join(strays)}")
+
+
+_check()
