@@ -1,5 +1,5 @@
-"""The `arithrepro` command: one subcommand per DVC stage (see stages/ and dvc.yaml),
-and `estimate`, which projects a profile's training time before it runs."""
+"""The `arithrepro` command: the commands a user runs (repro, exps, estimate, ...), and one
+subcommand per kind of DVC stage (stages/, dvc.yaml), which `dvc repro` runs."""
 
 from __future__ import annotations
 
@@ -32,6 +32,33 @@ COMMANDS = {
     "repro": ("repro", "repro"),            # not a stage: dvc repro, stages side by side
     "crosscheck": ("crosscheck", "crosscheck"),   # not a stage: the findings on another CPU setting
 }
+# how `arithrepro --help` lists them, a line each: what a user runs, then what the pipeline runs
+SECTIONS = {
+    "Commands": {
+        "repro": "run the pipeline (dvc repro), stages side by side",
+        "exps": "compare experiments: params that differ, headline metrics",
+        "estimate": "project a profile's training time on this machine",
+        "compose-params": "write params.yaml from conf/ and overrides",
+        "crosscheck": "the findings rechecked under another CPU setting",
+        "serve": "a trained expr model behind an OpenAI-style endpoint",
+    },
+    "Pipeline stages (dvc.yaml runs them)": {
+        "code-deps": "the code each stage runs, hashed",
+        "generate-datasets": "a task's datasets",
+        "charlm-corpus": "charlm's corpus and vocabulary",
+        "train": "one run, or a configuration's seeds as one ensemble",
+        "evaluate": "score a trained run",
+        "llm": "ask an LLM endpoint expr's problems",
+        "report": "a task's tables and figures",
+        "report-bench": "the benchmark's task x model grid",
+        "modular-attention": "modular's attention maps",
+        "charlm-sample": "text sampled from every charlm run",
+        "charlm-compute": "charlm's compute table",
+        "aggregate-tables": "every task's records in one summary",
+        "results": "the results page and the claims' verdicts",
+    },
+    "Maintenance": {"pipeline": "write dvc.yaml from the registries"},
+}
 
 
 class LazyGroup(click.Group):
@@ -56,7 +83,12 @@ class LazyGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
     def list_commands(self, ctx):
-        return list(COMMANDS)
+        return [name for names in SECTIONS.values() for name in names]
+
+    def format_commands(self, ctx, formatter):
+        for title, lines in SECTIONS.items():
+            with formatter.section(title):
+                formatter.write_dl(list(lines.items()))
 
     def get_command(self, ctx, name):
         if name not in COMMANDS:
@@ -70,7 +102,8 @@ class LazyGroup(click.Group):
 def main() -> None:
     """Re-run and compare published experiments on small sequence models learning arithmetic.
 
-    Each subcommand is one stage of the DVC pipeline in dvc.yaml; `dvc repro` runs them all.
+    Start with `arithrepro repro` (the pipeline, stages side by side) and `arithrepro exps`
+    (experiments compared); the pipeline's stages are commands too, which `dvc repro` runs.
     """
 
 
