@@ -38,13 +38,19 @@ def _data(entry: dict, file: str, kind: str) -> dict:
     return (files.get(file) or {}).get("data") or {}
 
 
+def _is_hash(rev: str) -> bool:
+    return len(rev) == 40 and all(c in "0123456789abcdef" for c in rev)
+
+
 def experiments(shown: list) -> list[Exp]:
     """The workspace, each baseline commit and its experiments, in `dvc exp show`'s order."""
     out = []
 
     def add(entry: dict, default: str) -> None:
         data = entry.get("data") or {}
-        name = entry.get("name") or data.get("name") or (data.get("rev") or default)[:7]
+        rev = data.get("rev") or default
+        # a commit's hash reads in git's short form; "workspace" stays whole
+        name = entry.get("name") or data.get("name") or (rev[:7] if _is_hash(rev) else rev)
         out.append(Exp(name, flatten(_data(entry, PARAMS, "params")),
                        flatten(_data(entry, HEADLINE, "metrics"))))
 

@@ -55,3 +55,9 @@ def test_the_table_fits_the_width():
 
 def test_flatten():
     assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": 2}) == {"a.b": 1, "a.c": [1, 2], "d": 2}
+
+
+def test_unnamed_columns_read_workspace_or_a_short_hash():
+    head = _entry(None, _params(), HEADLINE, rev="workspace")
+    commit = _entry(None, _params(lr=0.02), HEADLINE, rev="0123456789abcdef" * 2 + "01234567")
+    assert [e.name for e in experiments([head, commit])] == ["workspace", "0123456"]
