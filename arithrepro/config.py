@@ -187,13 +187,41 @@ def write(out: str | Path, overrides: list[str] | tuple[str, ...] = (),
 def _compose_to(out: Path, overrides: list[str], conf: Path) -> None:
     if not (conf / "config.yaml").is_file():
         raise FileNotFoundError(f"{conf / 'config.yaml'}: missing (the params' source)")
+    known = profiles(conf)
+    for o in overrides:
+        name = o.partition("=")[2] if o.startswith("profile=") else None
+        if name is not None and name not in known:
+            from arithrepro.schema import _closest
+
+            raise ParamsError(f"profile={name}: no such profile{_closest(name, known)}; "
+                              f"profiles: {', '.join(known)} (conf/profile/)")
     from dvc.utils.hydra import compose_and_dump
 
     try:
         compose_and_dump(out, str(conf.resolve()), None, "config", str(Path.cwd()), overrides)
     except Exception as err:  # Hydra's and OmegaConf's errors: a bad override, key or profile
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ParamsError(f"{conf / 'config.yaml'} with {shown(overrides)}: {first}") from None
+        raise ParamsError(f"{conf / 'config.yaml'} with {shown(overrides)}: {first}"
+                          f"{_nearest_key(first, conf)}") from None
+
+
+def _nearest_key(message: str, conf: Path) -> str:
+    """For Hydra's "Could not override 'a.b.c'": ' (did you mean a.b.x?)', the key of
+    conf/config.yaml's block a.b most like c, or nothing."""
+    import yaml
+
+    from arithrepro.schema import _closest
+
+    found = re.search(r"Could not override '([^']+)'", message)
+    if not found:
+        return ""
+    *path, last = found.group(1).split(".")
+    node = yaml.safe_load((conf / "config.yaml").read_text())
+    for k in path:
+        if not isinstance(node, dict) or k not in node:
+            return ""
+        node = node[k]
+    return _closest(last, node, ".".join(path)) if isinstance(node, dict) else ""
 
 
 def _checked(path: Path, overrides, conf: Path) -> dict:

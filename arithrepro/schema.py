@@ -102,7 +102,8 @@ def check_schema(schema: Any, value: Any, key: str) -> None:
             fail(key, value, "a mapping with keys " + ", ".join(schema))
         for k in value:
             if k not in schema:
-                raise ParamsError(f"{_join(key, k)}: unknown key; allowed: {', '.join(schema)}")
+                raise ParamsError(f"{_join(key, k)}: unknown key{_closest(k, schema, key)}; "
+                                  f"allowed: {', '.join(schema)}")
         for k, sub in schema.items():
             if isinstance(sub, Optional):
                 if k in value:
@@ -116,10 +117,19 @@ def check_schema(schema: Any, value: Any, key: str) -> None:
             fail(key, value, f"a mapping with at least {schema.min_len} entry")
         for k, v in value.items():
             if schema.keys is not None and k not in schema.keys:
-                raise ParamsError(f"{_join(key, k)}: unknown key; allowed: {', '.join(schema.keys)}")
+                raise ParamsError(f"{_join(key, k)}: unknown key{_closest(k, schema.keys, key)}; "
+                                  f"allowed: {', '.join(schema.keys)}")
             check_schema(schema.value_schema, v, _join(key, k))
     else:
         schema(key, value)
+
+
+def _closest(name: Any, allowed, prefix: str = "") -> str:
+    """' (did you mean <prefix>.X?)' for the allowed name X most like `name`, or nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1, cutoff=0.6)
+    return f" (did you mean {_join(prefix, close[0])}?)" if close else ""
 
 
 def _join(prefix: str, key: Any) -> str:

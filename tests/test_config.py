@@ -51,7 +51,7 @@ def test_a_bad_value_in_a_profile_names_the_key_and_the_composition(tmp_path):
     (lambda p: p["expr"]["train"].update(batch_size=2.5),
      "expr.train.batch_size = 2.5: expected an integer >= 1"),
     (lambda p: p["models"]["gpt"]["sizes"]["small"].update(heads=5), "models.gpt.sizes.small.d_sa = 32"),
-    (lambda p: p["models"]["gpt"].update(lrr=1), "models.gpt.lrr: unknown key; allowed: lr, dropout, micro_batches, sizes"),
+    (lambda p: p["models"]["gpt"].update(lrr=1), "models.gpt.lrr: unknown key (did you mean models.gpt.lr?); allowed: lr, dropout, micro_batches, sizes"),
     (lambda p: p["expr"]["train"].pop("loss_on"), "expr.train.loss_on: missing"),
     (lambda p: p["expr"]["train"].update(loss_on="some"), "expr.train.loss_on = 'some': expected one of answer, all"),
     (lambda p: p["abacus"]["train"].update(optimizer="sgd"), "abacus.train.optimizer = 'sgd': expected one of lamb, adam, adamw"),
@@ -134,3 +134,10 @@ def test_a_tuning_seed_in_a_list_it_tuned_is_refused():
     assert source["modular"]["studies"]["sanity"]["seeds"][:2] == [0, 42]
     assert source["modular"]["studies"]["sanity"]["set"]["steps"] == 10001
     assert source["claims"]["targets"] == ["modular-source"]
+
+
+def test_a_misspelt_key_in_params_gets_the_closest_name():
+    params = config.compose(["profile=smoke"], ROOT / "conf")
+    params["precison"] = params.pop("precision")
+    with pytest.raises(config.ParamsError, match=r"^precison: unknown key \(did you mean precision\?\)"):
+        config.validate(params)

@@ -70,7 +70,10 @@ def test_an_override_rides_on_the_profile(tmp_path):
 def test_an_unknown_profile_or_key_is_one_line_and_writes_nothing(tmp_path):
     out = tmp_path / "params.yaml"
     out.write_text("untouched\n")
-    for override, words in (("profile=gpu", "profile/gpu"), ("bogus.key=1", "bogus.key")):
+    for override, words in (("profile=gpu", "profile=gpu: no such profile (did you mean cpu?); profiles: cpu, paper, smoke"),
+                            ("profile=cpuu", "(did you mean cpu?)"),
+                            ("bogus.key=1", "bogus.key"),
+                            ("models.gpt.lrr=0.1", "(did you mean models.gpt.lr?)")):
         result = CliRunner().invoke(compose_params, [override, "--conf", str(ROOT / "conf"),
                                                      "--out", str(out)])
         assert result.exit_code == 2
