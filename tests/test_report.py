@@ -642,3 +642,20 @@ def test_modular_budget_tables_cover_the_eight_metrics(modular):
         assert [r[4].startswith("**") for r in full] == [True, False, False], model
     assert "(per model and α, the batch size with the earliest mean in bold)" in section.split("\n")[0]
     assert r"$\alpha \cdot T$" in tex and "α" not in tex
+
+
+@pytest.mark.parametrize("test_lengths, drawn", [(range(8, 31), True), (range(3, 9), False)])
+def test_gpt4o_is_drawn_only_over_the_problems_it_answered(test_lengths, drawn):
+    """GPT-4o's 55.68 % was measured on problems of 8-30 characters: over others the line would
+    compare unlike things, so the caption says why it is missing."""
+    summary = tables.summary_csv(pd.DataFrame(_records()))
+    lengths = pd.DataFrame({"split": "test", "length": list(test_lengths), "count": 1,
+                            "percent": 1.0})
+    plt = plotting.pyplot()
+    fig = expr_figures._accuracy_vs_params(plt, summary, sorted(set(summary["model"])), lengths)
+    ys = [tuple(line.get_ydata()) for line in fig.axes[0].get_lines()]
+    caption = fig.legends[0].get_texts()[0].get_text()
+    plt.close(fig)
+    assert ((expr_figures.GPT4O_ACC, expr_figures.GPT4O_ACC) in ys) == drawn
+    assert caption.startswith("GPT-4o, 55.68 %") == drawn
+    assert ("not drawn" in caption) != drawn

@@ -169,7 +169,7 @@ def render_looped(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
                 fontsize=8, color="0.3", rotation=90, va="center", ha="right")
         ax.set_ylim(-2, 102)
         ax.set_xlabel(f"number of digits ({meta['variant']} operands)")
-        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        ax.set_xticks(sorted(int(d) for d in runs["digits"].unique()))   # the lengths measured
         ax.set_ylabel("accuracy (%)")
         note = seed_note(seeds_per_cell(summary), "mean ± std")
         ax.set_title(f"looped: accuracy vs length, standard vs looped ({note})")

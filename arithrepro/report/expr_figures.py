@@ -14,6 +14,7 @@ from arithrepro.report.plotting import (OOD_SHADE, SPLIT_STYLES, STYLE, arch_ord
 
 # The published GPT-4o score on the expr test problems: a reference line, not a run of ours.
 GPT4O_ACC = 55.68
+GPT4O_LENGTHS = (8, 30)   # the problems' lengths in characters, shortest and longest
 GPT4O_LABEL = ("GPT-4o, 55.68 % (published figure: 10,000 test problems of the source's "
                "8–30 characters)")
 
@@ -90,7 +91,7 @@ def render_expr(summary: pd.DataFrame, by_length_dir: Path, data_dir: Path,
     models = sorted(set(summary["model"]))
     plt = pyplot()
     drawers = {
-        "accuracy_vs_params": lambda: _accuracy_vs_params(plt, summary, models),
+        "accuracy_vs_params": lambda: _accuracy_vs_params(plt, summary, models, lengths),
         "accuracy_vs_length": lambda: _accuracy_vs_length(plt, per_length, models),
         "val_loss_vs_params": lambda: _val_loss_vs_params(plt, summary, models),
         "length_distribution": lambda: _length_distribution(plt, lengths),
@@ -99,11 +100,20 @@ def render_expr(summary: pd.DataFrame, by_length_dir: Path, data_dir: Path,
         return [save(plt, draw(), out_dir / f"{name}.png") for name, draw in drawers.items()]
 
 
-def _accuracy_vs_params(plt, summary: pd.DataFrame, models: list[str]):
+def _accuracy_vs_params(plt, summary: pd.DataFrame, models: list[str], lengths: pd.DataFrame):
     fig, ax = plt.subplots()
     _plot_by_size(ax, _by_size(summary, "test_acc"), models, scale=100)
     ax.legend(loc="best")
-    reference = ax.axhline(GPT4O_ACC, color="0.25", linestyle=":", linewidth=1.6)
+    test = lengths[lengths["split"] == "test"]["length"]
+    lo, hi = int(test.min()), int(test.max())
+    # GPT-4o's score belongs on the axis only where the test problems are the ones it answered
+    if (lo, hi) == GPT4O_LENGTHS:
+        handle = ax.axhline(GPT4O_ACC, color="0.25", linestyle=":", linewidth=1.6)
+        caption = GPT4O_LABEL
+    else:
+        handle = plt.Line2D([], [], linestyle="none")
+        caption = (f"GPT-4o's published 55.68 % is not drawn: it answered problems of "
+                   f"{GPT4O_LENGTHS[0]}–{GPT4O_LENGTHS[1]} characters, these are {lo}–{hi}")
     ax.set_xscale("log")
     ax.set_ylim(0, 100)
     _label_log_axis(ax.xaxis, _params_label)
@@ -113,7 +123,7 @@ def _accuracy_vs_params(plt, summary: pd.DataFrame, models: list[str]):
     ax.set_title(f"expr: test accuracy vs model size ({note})")
     # The reference gets its own legend below the axes, like a caption: its long label would
     # crowd the architectures' legend inside, and a legend holding both would not fit one row.
-    fig.legend([reference], [GPT4O_LABEL], loc="outside lower center", frameon=False,
+    fig.legend([handle], [caption], loc="outside lower center", frameon=False,
                handlelength=2.4)
     return fig
 
