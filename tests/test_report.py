@@ -590,8 +590,8 @@ def test_modular_swept_curves_band_one_sample_std(modular, study, key, norm):
     assert len(_bands(loss)) == 2 * n  # train and val per swept value
     label = rows[rows["model"] == "gpt-sin"]["size"].iloc[0]
     runs = [pd.read_csv(curve_dir / f"gpt-sin-{label}-{s}.csv").set_index("step") for s in (0, 42)]
-    v = [r.loc[500, "val_loss"] for r in runs]
-    expected = (np.mean(v) - np.std(v, ddof=1), np.mean(v) + np.std(v, ddof=1))  # sample std
+    v = np.log10([r.loc[500, "val_loss"] for r in runs])   # the loss panel is log scale
+    expected = 10 ** np.array([np.mean(v) - np.std(v, ddof=1), np.mean(v) + np.std(v, ddof=1)])
     assert any(np.allclose(_band_at(b.get_paths()[0].vertices, 500), expected)
                for b in _bands(loss))
     assert "band ± 1 std" in fig._suptitle.get_text()

@@ -4,7 +4,10 @@ plots/modular/curves/<study>/<cell>.csv.
 
 Curves are the mean over seeds at each evaluated step; the sanity and sweep curves (not the
 orders ones) have a band of ± 1 sample std over the seeds where a cell has two or more (the
-source's "average and a standard deviation around it"; the tables' std); training solid, validation dashed. The metrics are the source's eight per run:
+source's "average and a standard deviation around it"; the tables' std). On the loss panels'
+log scale the mean and the std are those of log L (a geometric mean, the band ×/÷ one geometric
+std): an arithmetic band there dips below zero, drawn as solid columns down the axis. Training
+solid, validation dashed. The metrics are the source's eight per run:
 best loss L and accuracy A (train and val) and the first step t_f reaching each, the mean over
 seeds.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from arithrepro.report.plotting import (STYLE, pyplot, read_csv, save, seed_note,
@@ -59,19 +63,24 @@ def _curves(rows: pd.DataFrame, curve_dir: Path) -> dict:
             for key, runs in _runs(rows, curve_dir).items()}
 
 
-def _spread(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
+def _spread(runs: pd.DataFrame, metric: str, log: bool = False) -> pd.DataFrame:
     """Per step: n, mean, and low / high = mean ∓ the sample std over the seeds (ddof 1, as the
-    tables)."""
-    g = runs.dropna(subset=[metric]).groupby("step")[metric]
+    tables); with `log`, of log10 of the metric, returned in the metric's units."""
+    values = runs.dropna(subset=[metric])
+    if log:
+        values = values[values[metric] > 0].assign(**{metric: lambda d: np.log10(d[metric])})
+    g = values.groupby("step")[metric]
     out = g.agg(["count", "mean"]).rename(columns={"count": "n"})
     std = g.std(ddof=1).fillna(0)
     out["low"], out["high"] = out["mean"] - std, out["mean"] + std
+    if log:
+        out[["mean", "low", "high"]] = 10.0 ** out[["mean", "low", "high"]]
     return out.reset_index()
 
 
 def _band_line(ax, runs: pd.DataFrame, metric: str, **kw) -> None:
     """The seeds' mean of `metric` over steps, its ± std band behind it (none for one seed)."""
-    spread = _spread(runs, metric)
+    spread = _spread(runs, metric, log=metric.endswith("_loss"))   # the loss axes are log
     ax.plot(spread["step"], spread["mean"], **kw)
     # clipped to what the metric can take: no band past 100 % accuracy or below zero loss
     bounds = (0, 1) if metric.endswith("_acc") else (0, math.inf)
@@ -86,7 +95,7 @@ def _note(rows: pd.DataFrame, band: bool = False) -> str:
     """E.g. 'mean over 2 seeds' (', band ± 1 std' with band), from the seeds of each
     (model, label) drawn."""
     note = seed_note(seeds_per_cell(rows), "mean")
-    return note + (", band ± 1 std" if band and _banded(rows) else "")
+    return note + (", band ± 1 std, of log L for the loss" if band and _banded(rows) else "")
 
 
 def _colormap(values: list[float], log2: bool):
@@ -123,12 +132,12 @@ def _split_legend(ax, band: bool = False) -> None:
 def _loss_axes(ax) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("step")
-    ax.set_ylabel("loss (right-hand side, per sample)")
+    ax.set_ylabel("loss on the answer (per sample, log scale)")
 
 
 def _acc_axes(ax) -> None:
     ax.set_xlabel("step")
-    ax.set_ylabel("accuracy (whole right-hand side)")
+    ax.set_ylabel("accuracy (whole answer right)")
     ax.set_ylim(-0.03, 1.03)
 
 
