@@ -71,7 +71,7 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
     colours = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
     plt = pyplot()
     with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(1, len(lengths), figsize=(5.6 * len(lengths) + 1.6, 4.4),
+        fig, axes = plt.subplots(1, len(lengths), figsize=(5.6 * len(lengths), 4.6),
                                  squeeze=False, sharey=True)
         for ax, T in zip(axes[0], lengths):
             for (model, size), seeds in runs[runs["seq_length"] == T].groupby(["model", "size"],
@@ -88,19 +88,15 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
                         label=f"{model} ({_si(seeds['params'].mean())} params): train")
                 ax.plot(val["step"], val["mean"], color=c, linestyle="--", marker="o",
                         markersize=2.5, linewidth=1.0,
-                        label=f"{model}: validation (seq {int(T)}), final "
+                        label=f"{model}: validation, final "
                               f"{_final(seeds['final_val_loss'] / LN2)}")
                 shade_spread(ax, val, "step", c)
             ax.set_title(f"seq_length {int(T)}")
             ax.set_xlabel("step")
+            # each panel names its own runs and their final values, in the corner the curves
+            # leave empty once they fall from the untrained loss
+            ax.legend(loc="upper right", fontsize=8)
         axes[0][0].set_ylabel("cross-entropy (bits per character)")
-        handles, labels = axes[0][-1].get_legend_handles_labels()
-        for ax in axes[0][:-1]:
-            for h, lab in zip(*ax.get_legend_handles_labels()):
-                if lab not in labels:
-                    handles.append(h)
-                    labels.append(lab)
-        fig.legend(handles, labels, loc="outside right center")
         n = seeds_per_cell(runs)
         if n.max() > 1:
             fig.suptitle(f"charlm: bits per character, {seed_note(n, 'mean')}\n"
