@@ -137,6 +137,12 @@ def test_the_ledger_on_the_page_and_its_counts_in_the_readme(data):
     assert "| [expr](docs/results.md#expr): T | 0 | 0 | 1 | 0 |" in block
 
 
+def test_a_claim_measured_by_a_named_target_says_so(data):
+    data = _ledger_data(data)
+    data["tasks"]["expr"]["ledger"]["claims"][0].update(via="modular-source")
+    assert "| `make modular-source`: Δ +1.2 points |" in results.page(data, {})
+
+
 def test_the_readmes_claims_are_the_generated_ones():
     readme = (ROOT / "README.md").read_text()
     first_screen = readme.split("## What it is", 1)[0]

@@ -150,10 +150,12 @@ def ledger_section(task: str, ledger: dict | None) -> list[str]:
     lines = [f"### The source's claims: {src['title']}", "",
              f"Source {src['file']} ([claims/{task}.yaml](../claims/{task}.yaml)): "
              f"{src['carries']} Of its {len(judged)} claims: {counts_words(counts(rows))}.", "",
-             "| claim | in the source | the source's number | ours (runs of this page) | verdict |",
+             "| claim | in the source | the source's number | ours (this page's runs, or a named target's) | verdict |",
              "|---|---|---|---|---|"]
     for r in judged:
         ours = r["ours"] or "–"
+        if r.get("via"):   # measured by a named target's runs, not this page's
+            ours = f"`make {r['via']}`: {ours}"
         verdict = verdict_word(r) + (f": {r['why']}" if r["why"] else "")
         lines.append(f"| {_cell(r['claim'])} | {_cell(r['where'])} | {_cell(r['source'])} | "
                      f"{_cell(ours)} | {_cell(verdict)} |")
