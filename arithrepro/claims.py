@@ -63,7 +63,7 @@ def check(data, where: str, task: str, finding_ids: set[str] | None = None) -> N
     if finding_ids is None:
         from arithrepro.findings.registry import FINDINGS
 
-        finding_ids = {f.id for f in FINDINGS[task]}
+        finding_ids = {f.id for f in FINDINGS.get(task, ())}
     seen = set()
     for i, c in enumerate(data["claims"]):
         cid = c.get("id") if isinstance(c, dict) else None

@@ -66,7 +66,7 @@ def task_report(params: dict, tasks: list[str]) -> dict:
     from arithrepro.tasks.registry import TASKS
 
     df = wanted_runs(params, tasks)
-    found = {n: verdicts(FINDINGS[n], df[df["task"] == n], params) for n in tasks}
+    found = {n: verdicts(FINDINGS.get(n, ()), df[df["task"] == n], params) for n in tasks}
     data = collect(df, {n: (TASKS[n].headline, TASKS[n].headline_sizes) for n in tasks}, [],
                    params["profile"], found)
     origin = {k: sorted({str(v) for v in df[k].dropna()}) for k in ("machine", "cpu_capability",

@@ -49,7 +49,7 @@ def crosscheck(params_path: str, capability: str, threads: int, overrides: tuple
     params = config.load(params_path)
     for task in tasks:
         config.known_task(task)
-    chosen = list(tasks) or [n for n in TASKS if FINDINGS[n]]
+    chosen = list(tasks) or [n for n in TASKS if FINDINGS.get(n)]
     setting = {"capability": capability, "threads": threads, "set": list(overrides)}
     if overrides:   # a bad override: one line now, not after the copy
         config.compose([f"profile={params['profile']}", *overrides], Path("conf"))

@@ -66,7 +66,7 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     origins = [(read_json(spec.record).get("provenance") or {}).get("train", {})
                for t in TASKS.values() for spec in t.runs(params)]
     ledgers = {n: claims.load(n) for n in TASKS}   # checked before any work
-    findings = {n: verdicts(FINDINGS[n], df[df["task"] == n], params) for n in TASKS}
+    findings = {n: verdicts(FINDINGS.get(n, ()), df[df["task"] == n], params) for n in TASKS}
     elsewhere = claims.elsewhere(DOCS / "modular-source.json")
     targets = tuple(params["claims"]["targets"])
     judged = {n: claims.ledger_rows(ledgers[n], claims.verdicts(
