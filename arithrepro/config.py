@@ -25,9 +25,8 @@ from arithrepro.cpu import schema as cpu_schema
 from arithrepro.device import DEVICES, PRECISIONS, resolve_device, resolve_precision
 from arithrepro.models.registry import MODELS
 from arithrepro.params_reads import peek, recording
-from arithrepro.schema import (Map, ParamsError, boolean, check_schema, choice, fail, integer,
-                               list_of,
-                               number)
+from arithrepro.schema import (Map, ParamsError, boolean, check_schema, choice, did_you_mean,
+                               fail, integer, list_of, number)
 from arithrepro.tasks.registry import TASKS
 
 CONF = Path("conf")
@@ -191,9 +190,7 @@ def _compose_to(out: Path, overrides: list[str], conf: Path) -> None:
     for o in overrides:
         name = o.partition("=")[2] if o.startswith("profile=") else None
         if name is not None and name not in known:
-            from arithrepro.schema import _closest
-
-            raise ParamsError(f"profile={name}: no such profile{_closest(name, known)}; "
+            raise ParamsError(f"profile={name}: no such profile{did_you_mean(name, known)}; "
                               f"profiles: {', '.join(known)} (conf/profile/)")
     from dvc.utils.hydra import compose_and_dump
 
@@ -210,8 +207,6 @@ def _nearest_key(message: str, conf: Path) -> str:
     conf/config.yaml's block a.b most like c, or nothing."""
     import yaml
 
-    from arithrepro.schema import _closest
-
     found = re.search(r"Could not override '([^']+)'", message)
     if not found:
         return ""
@@ -221,7 +216,7 @@ def _nearest_key(message: str, conf: Path) -> str:
         if not isinstance(node, dict) or k not in node:
             return ""
         node = node[k]
-    return _closest(last, node, ".".join(path)) if isinstance(node, dict) else ""
+    return did_you_mean(last, node, ".".join(path)) if isinstance(node, dict) else ""
 
 
 def _checked(path: Path, overrides, conf: Path) -> dict:

@@ -102,7 +102,7 @@ def check_schema(schema: Any, value: Any, key: str) -> None:
             fail(key, value, "a mapping with keys " + ", ".join(schema))
         for k in value:
             if k not in schema:
-                raise ParamsError(f"{_join(key, k)}: unknown key{_closest(k, schema, key)}; "
+                raise ParamsError(f"{_join(key, k)}: unknown key{did_you_mean(k, schema, key)}; "
                                   f"allowed: {', '.join(schema)}")
         for k, sub in schema.items():
             if isinstance(sub, Optional):
@@ -117,14 +117,15 @@ def check_schema(schema: Any, value: Any, key: str) -> None:
             fail(key, value, f"a mapping with at least {schema.min_len} entry")
         for k, v in value.items():
             if schema.keys is not None and k not in schema.keys:
-                raise ParamsError(f"{_join(key, k)}: unknown key{_closest(k, schema.keys, key)}; "
+                hint = did_you_mean(k, schema.keys, key)
+                raise ParamsError(f"{_join(key, k)}: unknown key{hint}; "
                                   f"allowed: {', '.join(schema.keys)}")
             check_schema(schema.value_schema, v, _join(key, k))
     else:
         schema(key, value)
 
 
-def _closest(name: Any, allowed, prefix: str = "") -> str:
+def did_you_mean(name: Any, allowed, prefix: str = "") -> str:
     """' (did you mean <prefix>.X?)' for the allowed name X most like `name`, or nothing."""
     import difflib
 

@@ -64,15 +64,17 @@ def _grows(rows, params):
     return each(parts, "two sizes of one architecture", unit=" points")
 
 
-GPT4O = 0.5568   # the source's GPT-4o, 10,000 test problems of 8-30 characters
+GPT4O = 0.5568            # the source's GPT-4o, on 10,000 test problems
+GPT4O_LENGTHS = (8, 30)   # their lengths in characters, shortest and longest
 
 
 def _above_gpt4o(rows, params):
     """The largest ReTran above GPT-4o, where the problems are the source's (8-30 characters)."""
     d = params["expr"]["data"]
     lo, hi = d["min_in"], d["max_in"]
-    if (lo, hi) != (8, 30):
-        return Verdict(UNTESTED, f"problems of {lo}-{hi} characters; GPT-4o's were 8-30", 0)
+    if (lo, hi) != GPT4O_LENGTHS:
+        return Verdict(UNTESTED, f"problems of {lo}-{hi} characters; GPT-4o's were "
+                                 f"{GPT4O_LENGTHS[0]}-{GPT4O_LENGTHS[1]}", 0)
     sizes = _sizes(rows, "retran")
     if not sizes:
         return missing("ReTran")

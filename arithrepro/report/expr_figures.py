@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from arithrepro.findings.expr import GPT4O, GPT4O_LENGTHS
 from arithrepro.report.plotting import (OOD_SHADE, SPLIT_STYLES, STYLE, arch_order, arch_style,
                                         display_name, pyplot, read_csv, require, save, seed_note,
                                         seed_spread, seeds_per_cell, shade_spread)
 
 # The published GPT-4o score on the expr test problems: a reference line, not a run of ours.
-GPT4O_ACC = 55.68
-GPT4O_LENGTHS = (8, 30)   # the problems' lengths in characters, shortest and longest
-GPT4O_LABEL = ("GPT-4o, 55.68 % (published figure: 10,000 test problems of the source's "
-               "8–30 characters)")
+GPT4O_ACC = round(100 * GPT4O, 2)
+GPT4O_LABEL = (f"GPT-4o, {GPT4O_ACC:.2f} % (published figure: 10,000 test problems of the "
+               f"source's {GPT4O_LENGTHS[0]}–{GPT4O_LENGTHS[1]} characters)")
 
 
 def _by_size(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -112,7 +112,7 @@ def _accuracy_vs_params(plt, summary: pd.DataFrame, models: list[str], lengths: 
         caption = GPT4O_LABEL
     else:
         handle = plt.Line2D([], [], linestyle="none")
-        caption = (f"GPT-4o's published 55.68 % is not drawn: it answered problems of "
+        caption = (f"GPT-4o's published {GPT4O_ACC:.2f} % is not drawn: it answered problems of "
                    f"{GPT4O_LENGTHS[0]}–{GPT4O_LENGTHS[1]} characters, these are {lo}–{hi}")
     ax.set_xscale("log")
     ax.set_ylim(0, 100)

@@ -150,7 +150,8 @@ def ledger_section(task: str, ledger: dict | None) -> list[str]:
     lines = [f"### The source's claims: {src['title']}", "",
              f"Source {src['file']} ([claims/{task}.yaml](../claims/{task}.yaml)): "
              f"{src['carries']} Of its {len(judged)} claims: {counts_words(counts(rows))}.", "",
-             "| claim | in the source | the source's number | ours (this page's runs, or a named target's) | verdict |",
+             "| claim | in the source | the source's number | "
+             "ours (this page's runs, or a named target's) | verdict |",
              "|---|---|---|---|---|"]
     for r in judged:
         ours = r["ours"] or "–"
