@@ -134,4 +134,7 @@ def did_you_mean(name: Any, allowed, prefix: str = "") -> str:
 
 
 def _join(prefix: str, key: Any) -> str:
-    return f"{prefix}.{key}" if prefix else str(key)
+    # a key a line cannot show (a newline, a control character) is quoted, so the message
+    # stays one line
+    shown = str(key) if str(key).isprintable() else repr(key)
+    return f"{prefix}.{shown}" if prefix else shown

@@ -141,3 +141,11 @@ def test_a_misspelt_key_in_params_gets_the_closest_name():
     params["precison"] = params.pop("precision")
     with pytest.raises(config.ParamsError, match=r"^precison: unknown key \(did you mean precision\?\)"):
         config.validate(params)
+
+
+def test_a_key_holding_a_newline_is_named_on_one_line():
+    params = config.compose(["profile=smoke"], ROOT / "conf")
+    params["abacus"]["\n"] = 1
+    with pytest.raises(config.ParamsError) as err:
+        config.validate(params)
+    assert str(err.value).startswith("abacus.'\\n': unknown key") and "\n" not in str(err.value)
