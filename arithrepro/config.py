@@ -14,7 +14,6 @@ what is allowed; nothing is written.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from arithrepro import bench, llm
 from arithrepro.cpu import schema as cpu_schema
 from arithrepro.device import DEVICES, PRECISIONS, resolve_device, resolve_precision
 from arithrepro.models.registry import MODELS
-from arithrepro.params_reads import peek, recording
+from arithrepro.params_reads import recording
 from arithrepro.schema import (Map, ParamsError, boolean, check_schema, choice, did_you_mean,
                                fail, integer, list_of, number)
 from arithrepro.tasks.registry import TASKS
@@ -238,20 +237,6 @@ def validate_profiles(conf: str | Path = CONF) -> dict[str, dict]:
     return {p: compose([f"profile={p}"], conf) for p in profiles(conf)}
 
 
-# --- the resolved view of one grid cell ------------------------------------------------------
-
-@dataclass(frozen=True)
-class Cell:
-    task: str
-    model: str
-    size: str
-    seed: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.model}-{self.size}-{self.seed}"
-
-
 def known_task(task: str) -> None:
     """Check a task's name given on the command line."""
     if task not in TASKS:
@@ -264,21 +249,6 @@ def grid_task(task: str) -> None:
     if not TASKS[task].grid:
         raise ParamsError(f"--task = {task!r}: not a grid task; it runs as its own stages "
                           f"(`dvc repro` runs them; see dvc.yaml)")
-
-
-def cell(params: dict, task: str, model: str, size: str, seed: int) -> Cell:
-    """Check a grid cell given on the command line against params.yaml."""
-    grid_task(task)
-    # membership checks stop a run but cannot change its result: not recorded as reads
-    allowed_models = peek(params, task, "models")
-    if model not in allowed_models or model not in MODELS:
-        raise ParamsError(f"--model = {model!r}: expected one of {', '.join(allowed_models)} ({task}.models)")
-    sizes = peek(params, "models", model, "sizes")
-    if size not in sizes:
-        raise ParamsError(f"--size = {size!r}: expected one of {', '.join(sizes)} (models.{model}.sizes)")
-    if seed < 0:
-        raise ParamsError(f"--seed = {seed!r}: expected an integer >= 0")
-    return Cell(task, model, size, seed)
 
 
 def device_of(params: dict) -> str:

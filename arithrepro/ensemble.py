@@ -16,13 +16,13 @@ What stays per copy:
   a copy's own.
 
 Integers a model draws on the host to shape its forward (the looped encoder's extra loops) cannot
-differ between copies that run as one program: a template that has `shared_draw(x)` is asked for
-them once per forward, and every copy runs with the same ones.
+differ between copies that run as one program: a template that is a `SharedDraw`
+(models/hooks.py) is asked for them once per forward, and every copy runs with the same ones.
 
 The fused recurrences and ReTran's fused layer run their ensemble forms
 (models/recurrence_copies.py, models/retran_copies.py) over every row: the copies' rows end at
-different steps, so none is skipped. `Ensemble` sets these switches on its template; `copy_of`
-gives a copy back with its class's own.
+different steps, so none is skipped. `Ensemble` sets these switches on its template
+(hooks.ensemble_template); `copy_of` gives a copy back with its class's own.
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ from torch import nn
 from torch.func import functional_call, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from arithrepro.models import hooks
 
-class Ensemble(nn.Module):
+
+class Ensemble(nn.Module, hooks.GateBlocks):
     def __init__(self, copies: list[nn.Module]):
         super().__init__()
         if not copies:
@@ -61,14 +63,7 @@ class Ensemble(nn.Module):
             self.register_buffer(f"buffer{j}", b.detach().clone(), persistent=False)
             self.buffer_names.append(n)
         template = copy.deepcopy(first)
-        for m in template.modules():
-            kind = type(m)
-            if hasattr(kind, "vmapped"):  # a fused recurrence's ensemble form
-                m.vmapped = True
-            if hasattr(kind, "skip_padding"):  # the copies' rows end at different steps
-                m.skip_padding = False
-            if getattr(kind, "fused", False) and not getattr(kind, "fused_copies", False):
-                m.fused = False
+        hooks.ensemble_template(template)
         # a list, so that nn.Module does not register the template's own parameters
         self._template = [template]
 
@@ -95,7 +90,7 @@ class Ensemble(nn.Module):
         """x (E, B, ...): one batch per copy -> outputs (E, ...). shared: x (B, ...) is every
         copy's input. drawn: the template's shared_draw, made by the caller (None: drawn here).
         Other arguments go to every copy as they are."""
-        if drawn is None and hasattr(self.template, "shared_draw") and self.training:
+        if drawn is None and isinstance(self.template, hooks.SharedDraw) and self.training:
             drawn = self.template.shared_draw(x if shared else x[0])
         kwargs = {**(drawn or {}), **kwargs}
         template, buffers = self.template, self.buffers_of_template()
@@ -110,11 +105,8 @@ class Ensemble(nn.Module):
     def lamb_blocks(self) -> dict:
         """Every stacked parameter as E times the blocks its template parameter holds (an LSTM
         gate matrix holds 4): LAMB's trust ratio per copy and, within one, per gate."""
-        per_copy = {}
         ids = {id(p): n for n, p in self.template.named_parameters()}
-        for m in self.template.modules():
-            if hasattr(m, "lamb_blocks"):
-                per_copy.update({ids[id(p)]: k for p, k in m.lamb_blocks().items()})
+        per_copy = {ids[id(p)]: k for p, k in hooks.lamb_blocks(self.template).items()}
         return {p: self.size * per_copy.get(n, 1) for n, p in zip(self.names, self.stacked)}
 
     @torch.no_grad()
@@ -133,9 +125,7 @@ class Ensemble(nn.Module):
         """Copy i as a standalone model (its own tensors), in the ensemble's mode, with the
         fused paths its architecture has."""
         model = copy.deepcopy(self.template)
-        for m in model.modules():
-            for switch in ("fused", "vmapped", "skip_padding"):  # the class's own again
-                m.__dict__.pop(switch, None)
+        hooks.own_forms(model)
         with torch.no_grad():
             own = dict(model.named_parameters())
             for n, p in zip(self.names, self.stacked):
@@ -199,3 +189,14 @@ class CopiesBatches:
 
     def __call__(self, step: int):
         return stack_inputs([s(step) for s in self.sources], self.pad)
+
+
+def ensemble(models: list[nn.Module]) -> nn.Module:
+    """What trains `models` together: one model is its own ensemble of one (arithrepro/train
+    trains it as such, bit for bit as alone); several are stacked in an Ensemble."""
+    return models[0] if len(models) == 1 else Ensemble(models)
+
+
+def stacked_batches(sources: list, pad: dict | None = None):
+    """The batches of `ensemble(models)`: one model's own source, or the copies' stacked."""
+    return sources[0] if len(sources) == 1 else CopiesBatches(sources, pad)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from arithrepro.train import fit
+from arithrepro.train.loop import fit
 
 
 @dataclass(frozen=True)

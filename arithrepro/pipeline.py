@@ -47,7 +47,7 @@ def grid_stages(task) -> list[Stage]:
                             f"{model}.dropout", f"{model}.micro_batches",
                             f"{model}.sizes.{item('size')}"]),
         Stage(f"evaluate-{t}", "evaluate", t, matrix=axes,
-              args=f"--task {t} --model {item('model')} --size {item('size')} --seed {item('seed')}",
+              args=f"--task {t} {run.name}",
               params=["device", "cpu", f"{t}.data", f"{t}.eval"],
               outs=[str(run.record), f"plots/{t}/eval/{run.name}.csv"],
               deps=[f"data/{t}", f"{run.dir}/model.pt", f"{run.dir}/train.json"]),
@@ -75,7 +75,7 @@ def bench_stages(task, model: str) -> list[Stage]:
         # its scores by length drawn as the task's own cells' are (a stage's own plot, which
         # exists only while its cells do)
         Stage(f"evaluate-bench-{t}-{model}", "evaluate", t, matrix=axes,
-              args=f"--task {t} --model {model} --size {size} --seed {item('seed')} --bench",
+              args=f"--task {t} {run.name} --bench",
               params=["device", "cpu", f"{t}.data", f"{t}.eval"],
               outs=[str(run.record)],
               plots=[{str(run.evaluation): _one_y(spec)} for p in task.plots

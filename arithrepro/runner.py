@@ -23,39 +23,23 @@ def fingerprint(built: Built) -> str:
     return h.hexdigest()
 
 
-def train(task, spec: RunSpec, params: dict, where: Placement, rank: int = 0) -> dict:
-    """Fit the run (resuming from its checkpoint) and write model.pt, train.json and, through
-    the task, whatever its reports read. Returns train.json's record ({} on a DDP rank
-    other than 0: only rank 0 writes)."""
-    from arithrepro.live import Series
-    from arithrepro.models.registry import spec_of
-    from arithrepro.train import fit
-
-    built = task.build(spec, params, where)
-    result = fit(built.net, built.batches, built.valid, built.cfg, spec.dir / "checkpoint.pt",
-                 fingerprint(built), spec=spec_of(built.arch),
-                 series=Series(spec.dir / "live", built.read))
-    if rank:
-        return {}
-    record = _write(task, spec, built, result, params, where)
-    (spec.dir / "checkpoint.pt").unlink(missing_ok=True)  # finished: nothing left to resume
-    return record
-
-
-def train_together(task, specs: list[RunSpec], params: dict, where: Placement, checkpoint: Path,
-                   rank: int = 0) -> list[dict]:
-    """The runs `specs`, one configuration at several seeds, trained as one Ensemble
-    (arithrepro/ensemble.py), each copy built, fed and validated as its own run and written as
-    train() writes it; `checkpoint` holds all of them while they train. Returns their records
-    ([] on a DDP rank other than 0). A copy whose loss became non-finite writes nothing: once
-    the others are written, NonFiniteLoss names it."""
+def train(task, specs: list[RunSpec], params: dict, where: Placement, rank: int = 0,
+          checkpoint: Path | None = None) -> list[dict]:
+    """Fit the runs `specs` and write each one's model.pt, train.json and, through the task,
+    whatever its reports read; returns their records ([] on a DDP rank other than 0: only rank
+    0 writes). One run trains as itself; several, one configuration at several seeds, train as
+    one Ensemble (arithrepro/ensemble.py), each copy built, fed and validated as its own run.
+    `checkpoint` holds them while they train (default: checkpoint.pt in the first run's folder)
+    and is resumed from. A copy whose loss became non-finite writes nothing: once the others are
+    written, NonFiniteLoss names it."""
     from dataclasses import replace
 
-    from arithrepro.ensemble import CopiesBatches, Ensemble, padding
+    from arithrepro.ensemble import ensemble, padding, stacked_batches
     from arithrepro.live import Series
     from arithrepro.models.registry import spec_of
     from arithrepro.observers import NonFiniteLoss
-    from arithrepro.train import fit
+    from arithrepro.train.ensembles import ensemble_of
+    from arithrepro.train.loop import fit
 
     builts = [task.build(s, params, where) for s in specs]
     first = builts[0]
@@ -64,12 +48,14 @@ def train_together(task, specs: list[RunSpec], params: dict, where: Placement, c
             raise ValueError(f"runs {specs[0].name} and {spec.name}: not one configuration; "
                              "only runs that differ in their seed alone train together")
     model = spec_of(first.arch)
-    pad = padding(model, first.arch["dims"])
-    ens = Ensemble([b.net for b in builts])
+    net = ensemble([b.net for b in builts])
+    checkpoint = checkpoint or specs[0].dir / "checkpoint.pt"
     h = hashlib.sha256("".join(fingerprint(b) for b in builts).encode()).hexdigest()
-    results = fit(ens, CopiesBatches([b.batches for b in builts], pad), [b.valid for b in builts],
-                  first.cfg, checkpoint, h, spec=model,
-                  series=[Series(s.dir / "live", b.read) for s, b in zip(specs, builts)])
+    batches = stacked_batches([b.batches for b in builts], padding(model, first.arch["dims"]))
+    ens = ensemble_of(net)
+    results = ens.per_copy(fit(net, batches, [b.valid for b in builts], first.cfg, checkpoint, h,
+                               spec=model, series=[Series(s.dir / "live", b.read)
+                                                   for s, b in zip(specs, builts)]), "results")
     if rank:
         return []
     records, failed = [], []
@@ -79,7 +65,7 @@ def train_together(task, specs: list[RunSpec], params: dict, where: Placement, c
             continue
         built.net = ens.copy_of(i).eval()
         records.append(_write(task, spec, built, result, params, where, copies=len(specs)))
-    checkpoint.unlink(missing_ok=True)
+    checkpoint.unlink(missing_ok=True)  # finished: nothing left to resume
     if failed:
         raise NonFiniteLoss("; ".join(failed))
     return records

@@ -67,18 +67,6 @@ params_option = click.option(
     type=click.Path(dir_okay=False), help="The params file (validated before any work).")
 
 
-def cell_options(f):
-    """--task --model --size --seed: one cell of the grid."""
-    for opt in reversed([
-        click.option("--task", required=True, type=TaskName(grid=True), help="A grid task."),
-        click.option("--model", required=True, help="Model name, one of <task>.models."),
-        click.option("--size", required=True, help="Size name, one of models.<model>.sizes."),
-        click.option("--seed", required=True, type=int, help="Seed of the run."),
-    ]):
-        f = opt(f)
-    return f
-
-
 def friendly_errors(f):
     """Expected failures end as one line on stderr and a non-zero exit, without a traceback;
     a damaged file's line names the command that rebuilds it."""

@@ -1,21 +1,21 @@
-"""evaluate: one trained cell on its task's evaluation sets."""
+"""evaluate: one trained run on its task's evaluation sets."""
 
 from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import (cell_options, data_params, done, friendly_errors,
+from arithrepro.stages.common import (TaskName, data_params, done, friendly_errors,
                                      params_option, paths)
 
 
 @click.command("evaluate")
 @params_option
-@cell_options
-@click.option("--bench", is_flag=True, help="A benchmark cell (arithrepro/bench.py): --size is "
-                                            "bench.sizes.<model>.")
+@click.option("--task", required=True, type=TaskName(grid=True), help="A grid task.")
+@click.option("--bench", is_flag=True, help="RUN is a benchmark run (arithrepro/bench.py).")
+@click.argument("name", metavar="RUN")
 @friendly_errors
-def evaluate(params_path: str, task: str, model: str, size: str, seed: int, bench: bool) -> None:
-    """Score a trained cell: expr decodes the test and OOD sets (greedy, cached); abacus
+def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
+    """Score the trained RUN (<model>-<size>-<seed>, as `arithrepro train` names it): expr decodes the test and OOD sets (greedy, cached); abacus
     decodes the digits x digits grid at each inference recurrence count; looped classifies
     every position at each evaluation length.
 
@@ -42,24 +42,20 @@ def evaluate(params_path: str, task: str, model: str, size: str, seed: int, benc
 
     params = config.load(params_path)
     cpu.apply(params["cpu"])
-    if bench:
-        config.grid_task(task)
-        spec = runs.find(TASKS[task], unrecorded(params), f"{model}-{size}-{seed}",
-                         benchmark.runs(TASKS[task], unrecorded(params)))
-    else:
-        c = config.cell(params, task, model, size, seed)
-        spec = runs.RunSpec(task, c.model, c.size, c.seed)
+    config.grid_task(task)
     t = TASKS[task]
+    among = benchmark.runs(t, unrecorded(params)) if bench else None
+    spec = runs.find(t, unrecorded(params), name, among)
     run_dir = spec.dir
     ckpt = run_dir / "model.pt"
     if not ckpt.is_file():
-        raise FileNotFoundError(f"{ckpt}: missing; run `arithrepro train` for this cell first")
+        raise FileNotFoundError(f"{ckpt}: missing; run `arithrepro train` for this run first")
     net, _ = load_model(ckpt)
     device = config.device_of(params)
     net.to(device).eval()
     summary = run_dir / "train.json"
     if not summary.is_file():
-        raise FileNotFoundError(f"{summary}: missing; run `arithrepro train` for this cell first")
+        raise FileNotFoundError(f"{summary}: missing; run `arithrepro train` for this run first")
     record = dict(read_json(summary, ("task", "model", "size", "seed")))
     origin = record.pop("provenance", {})  # the training's, put back last beside this run's
     # scoring runs without autocast, in fp32 whatever the training's precision

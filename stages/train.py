@@ -18,7 +18,7 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     lstm-std-data.r0.3-0, rnn-s20-0; each is a cell of a train stage in dvc.yaml), resuming from
     its checkpoint if it was cut short. Several RUNs of one configuration that differ in their
     seed alone train together as one ensemble (arithrepro/ensemble.py), each written as if it
-    had trained alone; their shared checkpoint is the first run's checkpoint-together.pt.
+    had trained alone; their shared checkpoint is the first run's checkpoint.pt.
 
     Reads params: device, precision, compile, graphs, cpu and what the task reads of the run (dvc.yaml's
     train-<task> stages list the keys exactly), and data/<task>/.
@@ -49,11 +49,7 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     rank, world, device = _join_world(device)
     where = runs.Placement(device, precision, bool(params["compile"]),
                            bool(params["graphs"]) and device.startswith("cuda"))
-    if len(specs) == 1:
-        records = [runner.train(t, specs[0], params, where, rank)]
-    else:
-        records = runner.train_together(t, specs, params, where,
-                                        specs[0].dir / "checkpoint-together.pt", rank)
+    records = runner.train(t, specs, params, where, rank)
     if world > 1:
         torch.distributed.destroy_process_group()
     if rank:  # only rank 0 writes

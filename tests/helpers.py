@@ -17,9 +17,10 @@ import torch
 from arithrepro.models.registry import MODELS
 from arithrepro.tasks.expr import TASK, Split, encode
 from arithrepro.observers import Observer
-from arithrepro.train import EpochBatches, fit
+from arithrepro.train.batches import EpochBatches
 
 # The expr grid's language models and the source's sizes for them, as the fields
+from arithrepro.train.loop import fit
 # (d_model, d_ff, d_sa, layers, heads) or (d_model, d_ff, layers) in the source's order.
 LM_NAMES = ["gpt", "lstm", "retran"]
 SIZES = {
@@ -178,7 +179,7 @@ CONTRACT_SIZES = {
 # --- stages on a tiny workspace (smoke profile) ----------------------------------------------
 # (the workspace itself, looped's data and one trained cell: the `trained` and `ws` fixtures)
 
-LOOPED = ["--task", "looped", "--model", "standard", "--size", "notebook", "--seed", "0"]
+LOOPED = ["--task", "looped", "standard-notebook-0"]
 TRAIN_LOOPED = ["--task", "looped", "standard-notebook-0"]
 RUN_DIR = Path("runs/looped/standard-notebook-0")
 

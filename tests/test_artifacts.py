@@ -15,7 +15,7 @@ import torch
 from arithrepro.checkout import working_dir as inside
 from arithrepro.io import ArtifactError
 from arithrepro.stages.common import rebuild_command
-from arithrepro.train import TrainConfig
+from arithrepro.train.config import TrainConfig
 from tests.helpers import (LOOPED, RUN_DIR, TRAIN_LOOPED, cli, ok, run, work_in_copy,
                            write_params)
 
@@ -145,7 +145,7 @@ def test_evaluate_stops_on_a_truncated_model_naming_its_rebuild(ws):
     target.parent.mkdir(parents=True)
     shutil.copyfile(RUN_DIR / "model.pt", target)
     cut(target)
-    result = cli("evaluate", "--task", "expr", "--model", "gpt", "--size", "small", "--seed", "0")
+    result = cli("evaluate", "--task", "expr", "gpt-small-0")
     one_error(result, f"{target}: unreadable model file (",
               "; rebuild it with `dvc repro -f -s train-expr@gpt-small-0`")
     assert not Path("metrics").exists() and not Path("plots/expr/eval").exists()

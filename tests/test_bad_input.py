@@ -123,7 +123,7 @@ def test_compose_params_refuses_a_bad_override_in_one_line(tmp_path, monkeypatch
     assert len(errors) == 1 and errors[0].startswith("error: "), (given_overrides, errors)
 
 
-OPTIONS = ["--task", "--model", "--size", "--seed", "--params", "--bench", "--jobs", "-j"]
+OPTIONS = ["--task", "--params", "--bench", "--jobs", "-j"]
 ARGUMENT = st.one_of(st.sampled_from(OPTIONS), st.sampled_from(
     ["expr", "looped", "gpt", "small", "notebook", "standard-notebook-0", "0", "-1", "x"]),
     st.text(max_size=6))
@@ -154,7 +154,7 @@ def test_a_stage_command_refuses_bad_arguments_in_one_line(tmp_path, monkeypatch
 
 # --- damaged files ---------------------------------------------------------------------------
 
-LOOPED_CELL = ["--task", "looped", "--model", "standard", "--size", "notebook", "--seed", "0"]
+LOOPED_CELL = ["--task", "looped", "standard-notebook-0"]
 RUN = "runs/looped/standard-notebook-0"
 # each file a stage reads, and the stage that reads it
 READS = {

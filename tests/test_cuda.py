@@ -17,7 +17,7 @@ from arithrepro.device import autocast
 from arithrepro.decoding import greedy_decode
 from arithrepro.models.registry import build_model
 from arithrepro.optim import ForeachLamb
-from arithrepro.train import training_loss
+from arithrepro.train.losses import training_loss
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +134,8 @@ def _cuda_fit(name, graphs, tmp_path, optimizer="lamb", copies=0):
 
     from arithrepro.ensemble import CopiesBatches, Ensemble
     from arithrepro.models.registry import MODELS
-    from arithrepro.train import TrainConfig, fit
+    from arithrepro.train.config import TrainConfig
+    from arithrepro.train.loop import fit
     from tests import helpers
 
     cfg = TrainConfig(lr=3e-3, seed=0, optimizer=optimizer, val_every=3, checkpoint_every=100,

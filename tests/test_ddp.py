@@ -17,7 +17,7 @@ import torch.multiprocessing as mp
 import yaml
 
 from arithrepro import config
-from arithrepro.train import TrainConfig
+from arithrepro.train.config import TrainConfig
 from tests.helpers import run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ import torch
 
 from arithrepro import config
 from arithrepro.device import autocast, resolve_device, resolve_precision, to_device
-from arithrepro.train import TrainConfig
+from arithrepro.train.config import TrainConfig
 from tests.helpers import run
 
 CUDA = torch.cuda.is_available()

@@ -61,7 +61,7 @@ def test_a_benchmark_cell_runs_its_models_code_and_no_other():
 
 def test_a_cell_runs_its_tasks_and_models_code_only():
     train = set(code_files(ROOT, "train", "expr"))
-    assert {"stages/train.py", "stages/common.py", "arithrepro/train.py", "arithrepro/config.py",
+    assert {"stages/train.py", "stages/common.py", "arithrepro/train/loop.py", "arithrepro/config.py",
             "arithrepro/device.py", "arithrepro/tasks/base.py", "arithrepro/tasks/expr.py",
             "arithrepro/models/transformer.py", "arithrepro/models/retran.py",
             "arithrepro/models/recurrent.py"} <= train

@@ -17,7 +17,9 @@ import torch.nn.functional as F
 from arithrepro.ensemble import CopiesBatches, Ensemble, attention_kernels, stack_inputs
 from arithrepro.models.registry import MODELS, build_model
 from arithrepro.observers import NonFiniteLoss
-from arithrepro.train import TrainConfig, fit, make_optimizer
+from arithrepro.train.config import TrainConfig
+from arithrepro.train.loop import fit
+from arithrepro.train.parts import make_optimizer
 from tests import helpers
 from tests.helpers import CONTRACT_DIMS as DIMS, CONTRACT_SIZES as SIZES
 
@@ -286,9 +288,9 @@ def test_runs_trained_together_are_written_as_if_trained_alone(tmp_path, monkeyp
         (tmp_path / folder / "data").mkdir(parents=True)
         (tmp_path / folder / "data" / "expr").symlink_to(data_dir)
     monkeypatch.chdir(tmp_path / "alone")
-    alone = [runner.train(task, s, params, where) for s in specs]
+    alone = [runner.train(task, [s], params, where)[0] for s in specs]
     monkeypatch.chdir(tmp_path / "together")
-    together = runner.train_together(task, specs, params, where, tmp_path / "group.pt")
+    together = runner.train(task, specs, params, where, checkpoint=tmp_path / "group.pt")
     assert not (tmp_path / "group.pt").exists()
     for spec, a, b in zip(specs, alone, together):
         assert b["trained_with"] == 2 and b["seed"] == spec.seed
@@ -315,8 +317,8 @@ def test_only_the_seeds_of_one_configuration_train_together(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     specs = TASKS["expr"].runs(params)
     with pytest.raises(ValueError, match="not one configuration"):
-        runner.train_together(TASKS["expr"], specs, params, Placement("cpu", "fp32", False),
-                              tmp_path / "group.pt")
+        runner.train(TASKS["expr"], specs, params, Placement("cpu", "fp32", False),
+                     checkpoint=tmp_path / "group.pt")
 
 
 # --- the fused recurrences' ensemble form ------------------------------------------------------
@@ -431,7 +433,7 @@ def test_a_copy_without_a_finite_validation_is_a_failed_copy_not_a_failed_run(tm
 
     def nan_for_copy_2(model):
         calls.append(1)
-        from arithrepro.train import validation_loss
+        from arithrepro.train.losses import validation_loss
         v = validation_loss(model, make, n, 64)
         return {"val_loss": float("nan") if len(calls) % E == 0 else v}
 
@@ -462,7 +464,7 @@ def test_gradient_clipping_is_per_copy_as_each_standalone_run_clips(name):
     """TrainConfig.grad_clip: an ensemble's copies are each clipped by their own norm, exactly
     as torch's clip_grad_norm_ clips the standalone model (the copies' norms differ, so one
     norm over the stack would scale them all alike)."""
-    from arithrepro.train import clip_gradients
+    from arithrepro.train.ensembles import clip_gradients
 
     standalone = copies(name)
     ens = Ensemble(copies(name)).train()
@@ -470,7 +472,7 @@ def test_gradient_clipping_is_per_copy_as_each_standalone_run_clips(name):
     X, Y, M = stack_inputs(batches, pad_of(name))
     logits = ens(X)
     sum(10 * loss_of(logits[e], Y[e], M[e]) for e in range(E)).backward()
-    clip_gradients(ens, 0.5, copies=E)
+    clip_gradients(ens, 0.5)
     for e, model in enumerate(standalone):
         model.train()
         x, y, mask = batches[e]

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from arithrepro import estimate
 from arithrepro.stages.estimate import estimate as estimate_command
 from arithrepro.tasks.registry import TASKS
-from arithrepro.train import StreamBatches, TrainConfig
+from arithrepro.train.batches import StreamBatches
+from arithrepro.train.config import TrainConfig
 from tests.helpers import build, run, sources
 
 ROOT = Path(__file__).resolve().parents[1]

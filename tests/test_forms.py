@@ -127,7 +127,7 @@ def _train_and_score(task, params, data_dir, model, tmp_path):
     from arithrepro import bench
     from arithrepro.io import save_torch
     from arithrepro.runs import Placement
-    from arithrepro.train import fit
+    from arithrepro.train.loop import fit
 
     (spec,) = [s for s in bench.runs(task, params) if s.model == model]
     built = task.build(spec, params, Placement("cpu", "fp32", False))

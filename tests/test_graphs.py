@@ -18,7 +18,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from arithrepro.ensemble import CopiesBatches, Ensemble
 from arithrepro.models.registry import MODELS
-from arithrepro.train import Parts, Step, TrainConfig, fit
+from arithrepro.train.config import TrainConfig
+from arithrepro.train.ensembles import ensemble_of
+from arithrepro.train.loop import fit
+from arithrepro.train.parts import Parts
+from arithrepro.train.step import Step
+from arithrepro.train.losses import scored
 from tests import helpers
 from tests.helpers import CONTRACT_DIMS as DIMS, CONTRACT_SIZES as SIZES
 
@@ -104,12 +109,12 @@ def test_the_static_step_reads_nothing_from_the_device(name):
         model.extra_loops = 2
     parts = Parts.of(model, cfg, 10, 1, MODELS[name])
     step = Step(parts, cfg, 0, 1, MODELS[name])
-    x, y, mask = step._pad(*_tiny_batch(name))
+    x, y, mask = step._pad(*ensemble_of(model).stack(*_tiny_batch(name)))
     kw = {"exit_at": 1} if progressive else {}
     if name == "looped":
-        kw["loops"] = 7
+        kw["drawn"] = {"loops": 7}
     with Reads() as reads:
-        step._body(x, y, mask, step._count(mask), kw)
+        step._body(x, y, mask, scored(mask), kw)
     assert reads.seen == set(), name
 
 
@@ -125,12 +130,13 @@ def test_what_the_static_step_cannot_run_is_refused():
 def test_making_the_optimizers_state_before_a_capture_moves_nothing(optimizer):
     """Fresh: the state exists, zeroed, step 0, the weights untouched (Adam's L2 decay would
     otherwise put w * wd in its first moments). Resumed: every tensor of the state as it was."""
-    from arithrepro.train import _init_optimizer_state, make_optimizer
+    from arithrepro.train.graphs import init_optimizer_state
+    from arithrepro.train.parts import make_optimizer
 
     model = helpers.build("gpt")
     opt = make_optimizer(model, _cfg(optimizer=optimizer, weight_decay=0.1))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    _init_optimizer_state(opt)
+    init_optimizer_state(opt)
     for n, p in model.named_parameters():
         assert torch.equal(p, before[n]), n
         st = opt.state[p]
@@ -139,13 +145,13 @@ def test_making_the_optimizers_state_before_a_capture_moves_nothing(optimizer):
     x, y, mask = _tiny_batch_lm()
     for _ in range(2):
         opt.zero_grad()
-        from arithrepro.train import training_loss
+        from arithrepro.train.losses import training_loss
         training_loss(model, x, y, mask).backward()
         opt.step()
     saved = {id(p): {k: (v.clone() if torch.is_tensor(v) else v) for k, v in opt.state[p].items()}
              for p in model.parameters()}
     weights = [p.detach().clone() for p in model.parameters()]
-    _init_optimizer_state(opt)  # a resumed run: nothing to make, nothing changes
+    init_optimizer_state(opt)  # a resumed run: nothing to make, nothing changes
     for p, w in zip(model.parameters(), weights):
         assert torch.equal(p, w)
         for k, v in saved[id(p)].items():

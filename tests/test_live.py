@@ -6,7 +6,7 @@ import json
 import yaml
 
 from arithrepro.live import Series, read_series
-from arithrepro.train import TrainConfig
+from arithrepro.train.config import TrainConfig
 from tests.helpers import run
 
 PARAMS = {"arch": {"model": "lstm", "size": "small"}, "loop": {"lr": 0.01}}

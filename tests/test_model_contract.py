@@ -389,7 +389,7 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     from arithrepro.models.registry import build_model, load_model
     from arithrepro.schema import ParamsError
     from arithrepro.tasks.registry import TASKS
-    from arithrepro.train import fit
+    from arithrepro.train.loop import fit
 
     (tmp_path / "toy_lm.py").write_text(textwrap.dedent(TOY_MODULE))
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -411,7 +411,10 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     monkeypatch.setitem(MODELS, "toy", ModelSpec(toy.build, "tokens", ("d_model", "layers")))
 
     config.validate(params)
-    assert config.cell(params, "expr", "toy", "small", 0).name == "toy-small-0"
+    from arithrepro.runs import find
+
+    name = f"toy-small-{params['expr']['seeds'][0]}"
+    assert find(TASKS["expr"], params, name).name == name
 
     # the benchmark: its cells on every task whose form it takes (the abacus task's tokens, the
     # looped task's pairs through the adapter), as stages of dvc.yaml

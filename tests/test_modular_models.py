@@ -136,7 +136,7 @@ def test_gpt_uses_the_hand_written_layernorm_and_a_bias_free_mlp():
 
 def test_training_step_uses_the_right_hand_side_only():
     """The fit loop's loss with outputs_from equals the masked loss of the full forward."""
-    from arithrepro.train import training_loss
+    from arithrepro.train.losses import training_loss
 
     m = build("gpt-sin", size())
     x = torch.randint(0, 31, (4, 6))

@@ -226,7 +226,7 @@ def test_params_errors_name_the_key(params, path, value, message):
 
 def test_the_modular_task_is_not_a_grid_task(params):
     with pytest.raises(config.ParamsError, match="not a grid task"):
-        config.cell(params, "modular", "gpt-sin", "x", 0)
+        config.grid_task("modular")
 
 
 def test_an_unknown_run_is_one_line_naming_the_runs():

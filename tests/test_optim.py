@@ -87,7 +87,8 @@ def test_lstm_gates_get_the_sources_per_gate_trust_ratios():
 
 
 def test_the_lstms_optimizer_knows_each_cells_gate_blocks():
-    from arithrepro.train import TrainConfig, make_optimizer
+    from arithrepro.train.config import TrainConfig
+    from arithrepro.train.parts import make_optimizer
     from tests.helpers import build
 
     model = build("lstm", {"d_model": 8, "d_ff": 16, "layers": 2})

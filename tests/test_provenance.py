@@ -151,7 +151,7 @@ def test_train_and_evaluate_records_carry_both_provenances(smoke):
     from arithrepro.stages.generate_datasets import generate_datasets
     from arithrepro.stages.train import train
 
-    cell = ["--task", "looped", "--model", "standard", "--size", "notebook", "--seed", "0"]
+    cell = ["--task", "looped", "standard-notebook-0"]
     _invoke(generate_datasets, ["--task", "looped"])
     _invoke(train, ["--task", "looped", "standard-notebook-0"])
     trained = json.loads((smoke / "runs/looped/standard-notebook-0/train.json").read_text())

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from arithrepro.models.recurrent import ElmanCell, GRUCell, LSTMCore, RecurrentCore
-from arithrepro.train import training_loss
+from arithrepro.train.losses import training_loss
 from tests.helpers import PAD, build
 
 

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from arithrepro.train import NonFiniteLoss, TrainConfig, lr_factor
+from arithrepro.observers import NonFiniteLoss
+from arithrepro.train.config import TrainConfig, lr_factor
 from tests.helpers import build, run
 
 
@@ -77,7 +78,7 @@ def test_constant_schedule_after_warmup():
 
 @pytest.mark.parametrize("name", ["adam", "adamw"])
 def test_adam_takes_beta2_and_eps_from_the_config(name):
-    from arithrepro.train import make_optimizer
+    from arithrepro.train.parts import make_optimizer
 
     net = torch.nn.Linear(2, 2)
     opt = make_optimizer(net, TrainConfig(lr=1e-3, seed=0, optimizer=name, beta2=0.98, eps=1e-5))

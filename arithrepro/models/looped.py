@@ -18,10 +18,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from arithrepro.models.hooks import SharedDraw
 from arithrepro.models.transformer import TransformerConfig, TransformerCore, encoder_init, gpt2_init
 
 
-class PositionClassifier(nn.Module):
+class PositionClassifier(nn.Module, SharedDraw):
     """Digit pairs (B, T, 2) -> a class per position: an encoder, every position sees all."""
 
     causal = False

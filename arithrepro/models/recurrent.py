@@ -32,14 +32,15 @@ import torch
 from torch import nn
 
 from arithrepro.models.dropout import Dropout
+from arithrepro.models.hooks import Fused, GateBlocks, SkipsPadding, Vmapped
 from arithrepro.models.lm import LanguageModel
 from arithrepro.models.recurrence import (ElmanRecurrence, GRURecurrence, LSTMRecurrence, Rows,
                                           run_fused)
 from arithrepro.models.recurrence_copies import VmappedElman, VmappedGRU, VmappedLSTM
 
 
-class SourceLSTMCell(nn.Module):
-    vmapped = False  # an ensemble's copies: `sequence` runs the copies' Function (recurrence_copies)
+class SourceLSTMCell(nn.Module, GateBlocks, Vmapped):
+    # Vmapped: as an ensemble's template, `sequence` runs the copies' Function (recurrence_copies)
 
     def __init__(self, d_in: int, d_model: int, d_ff: int, input_init: str = "kaiming",
                  standard: bool = False):
@@ -121,13 +122,12 @@ class SourceLSTMCell(nn.Module):
         return m, h_new, c_new
 
 
-class _ZeroStartCell(nn.Module):
+class _ZeroStartCell(nn.Module, Vmapped):
     """A cell whose state is one vector h that starts at zero (its products are skipped). W and
     U keep nn.Linear's initialization, as the charlm source's layers do: the input map
     U(±1/sqrt(d_in)), the recurrent one U(±1/sqrt(d))."""
 
     zero_start = True
-    vmapped = False  # an ensemble's copies: `sequence` runs the copies' Function (recurrence_copies)
 
     def __init__(self, W: nn.Linear, U: nn.Linear, d_model: int):
         super().__init__()
@@ -196,7 +196,7 @@ class GRUCell(_ZeroStartCell):
         return h_new, h_new
 
 
-class RecurrentCore(nn.Module):
+class RecurrentCore(nn.Module, Fused, SkipsPadding):
     """Stacked cells run step by step, dropout between layers (not after the last).
 
     A cell provides inputs(x) (its input half for all steps at once), initial(batch) (its
@@ -208,11 +208,10 @@ class RecurrentCore(nn.Module):
     real positions, see Rows); `fused = False` runs `step` instead, the reference the Functions
     are tested against. Under torch.compile the steps run, as before."""
 
-    fused = True
     fused_copies = True  # its cells' Functions have an ensemble form (recurrence_copies.py)
-    # The fused LSTM runs only the rows still inside their sequence (False: every row at every
-    # step, a schedule fixed before the batch is read; its outputs at padding are then computed)
-    skip_padding = True
+    # skip_padding: the fused LSTM runs only the rows still inside their sequence (False: every
+    # row at every step, a schedule fixed before the batch is read; its outputs at padding are
+    # then computed)
 
     def __init__(self, cells, dropout: float):
         super().__init__()

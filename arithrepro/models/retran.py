@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from arithrepro.models.hooks import Fused, SkipsPadding, Vmapped
 from arithrepro.models.lm import LanguageModel
 from arithrepro.models.recurrence import Rows
 from arithrepro.models.recurrent import SourceLSTMCell
@@ -114,14 +115,13 @@ class ReTranLayer(nn.Module):
                 self.ln_f.weight, self.ln_f.bias, self.h0, cell.h0, cell.c0]
 
 
-class ReTranCore(nn.Module):
+class ReTranCore(nn.Module, Fused, SkipsPadding, Vmapped):
     # runs eager under torch.compile (the registry's `eager` says why)
-    fused = True  # False: the per-op path from a fresh state too (the fused one's reference)
+    # fused False: the per-op path from a fresh state too (the fused one's reference)
     fused_copies = True  # its fused layer has an ensemble form (retran_copies.py)
-    vmapped = False  # an ensemble's copies: the fused layer's ensemble form
-    # The fused path computes no position after a row's last real token (its outputs there are
-    # zeros; the per-op path computes them, and they never reach a real position's output).
-    skip_padding = True
+    # skip_padding: the fused path computes no position after a row's last real token (its
+    # outputs there are zeros; the per-op path computes them, and they never reach a real
+    # position's output)
 
     def __init__(self, cfg: ReTranConfig):
         super().__init__()

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from arithrepro.models.dropout import Dropout, dropout_scale
+from arithrepro.models.hooks import Fused
 from arithrepro.models.lm import LanguageModel
 
 
@@ -116,14 +117,12 @@ def rotary(head_dim: int, max_len: int) -> nn.Module:
     return _rotary_class()(dim=head_dim, max_seq_len=max_len)
 
 
-class LayerNorm(nn.Module):
+class LayerNorm(nn.Module, Fused):
     """LayerNorm from its equation: (x - mean) / sqrt(biased variance + eps) * weight + bias.
 
     `fused` runs F.layer_norm instead, the same maths in one kernel (tests hold the two equal);
     set it False to run the equation as written.
     """
-
-    fused = True
 
     def __init__(self, d: int, eps: float = 1e-5):
         super().__init__()

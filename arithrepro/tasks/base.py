@@ -1,5 +1,5 @@
 """The task interface. A task owns its params blocks, its data and its scoring; the pipeline
-around it (stages/, train.py, decoding.py) is shared.
+around it (stages/, train/, decoding.py) is shared.
 
 Every task (`Task`) provides:
     name, forms (the forms of samples it offers its models, models/forms.py: tokens,
@@ -35,7 +35,8 @@ from arithrepro.models.forms import meeting, refusal
 from arithrepro.models.registry import MODELS, build_model
 from arithrepro.runs import Built, Placement, RunSpec
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
-from arithrepro.train import StreamBatches, TrainConfig
+from arithrepro.train.batches import StreamBatches
+from arithrepro.train.config import TrainConfig
 
 
 def train_schema(**extra) -> dict:
@@ -171,7 +172,7 @@ class GridTask(Task):
 
     @abstractmethod
     def train_batches(self, params: dict, data_dir: Path, seed: int, device):
-        """The training run's batches: an EpochBatches or a StreamBatches (train.py)."""
+        """The training run's batches: an EpochBatches or a StreamBatches (train/batches.py)."""
 
     @abstractmethod
     def valid_set(self, params: dict, data_dir: Path, device):

@@ -32,7 +32,8 @@ from arithrepro.runs import Built, Placement, RunSpec
 from arithrepro.schema import (ParamsError, check_schema, choice, fail, integer, list_of,
                                number)
 from arithrepro.tasks.base import Task
-from arithrepro.train import EpochBatches, TrainConfig
+from arithrepro.train.batches import EpochBatches
+from arithrepro.train.config import TrainConfig
 
 SOURCES = ("python-docs", "arithmetic", "tinystories", "file")
 TINYSTORIES = "roneneldan/TinyStories"

@@ -24,7 +24,8 @@ from arithrepro.params_reads import peek
 from arithrepro.runs import Built, Placement, RunSpec
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.tasks.base import Task
-from arithrepro.train import EpochBatches, TrainConfig
+from arithrepro.train.batches import EpochBatches
+from arithrepro.train.config import TrainConfig
 
 OPERATORS = ("+", "-", "*", "/")
 STUDIES = ("sanity", "data", "orders", "size", "compute", "regularization")

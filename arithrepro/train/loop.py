@@ -1,0 +1,71 @@
+"""fit: the one training loop."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from arithrepro.checkpoint import Checkpoint
+from arithrepro.train.config import TrainConfig
+from arithrepro.train.ensembles import ensemble_of
+from arithrepro.train.parts import Parts
+from arithrepro.train.step import Step
+from arithrepro.train.track import Tracker
+
+
+def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: str, *,
+        spec=None, progress: bool = True, series=None, observers: tuple = ()):
+    """Train `model` in place on `batches` (EpochBatches, StreamBatches, or an ensemble's
+    CopiesBatches) and restore its best-validation state (cfg.restore_best); returns
+    {best_val_loss, best_step, steps, train_seconds, tokens_per_s, train_curve, val_curve},
+    an Ensemble a list of those (docs/design.md, "The training loop", says the rest)."""
+    total, (rank, world) = batches.steps, _world()
+    ens = ensemble_of(model)
+    parts = Parts.of(model, cfg, total, world, spec)
+    step = Step(parts, cfg, rank, world, spec)
+    track = Tracker(ens, cfg, total, valid, series, observers, rank, world, progress)
+    ck = Checkpoint(checkpoint, fingerprint, rank)
+    resumed = ck.resume(parts, track.states)
+    parts.place_rates(cfg)  # a resumed optimizer's rates come back from the host
+    track.tell("start", track.states, [resumed] * ens.size)
+    try:
+        model.train()
+        while track.step < total:
+            n, t0 = track.step, time.perf_counter()
+            epoch = batches.epoch(n)
+            x, y, mask = ens.stack(*batches(n))
+            loss, lr = step(x, y, mask)
+            boundary = batches.epoch_end(n) if cfg.validate_epochs else n + 1 == total
+            n += 1
+            validating = boundary or (cfg.val_every and n % cfg.val_every == 0)
+            saving = n % cfg.checkpoint_every == 0 or boundary
+            track.at_step(n)
+            track.losses.add({"step": n, "epoch": epoch, "loss": None, "lr": lr}, loss)
+            # a validation or checkpoint reads back what is queued: wait for it here, so that
+            # the training work the device still runs counts as training time, not theirs
+            if len(track.losses) >= cfg.sync_every or n == total or validating or saving:
+                track.flush()
+            # Host time per step: on a GPU it is the time to queue the step unless a flush
+            # waited in it; the total is right either way, as every flush waits for all of it.
+            track.spent(time.perf_counter() - t0, mask[0].numel())
+            if validating:
+                track.validate(epoch)
+            if saving:
+                ck.save(parts, track.states, cfg, finished=False)
+            track.tell("step", track.states)
+        track.flush()
+    finally:
+        step.close()
+        track.end()
+    ck.save(parts, track.states, cfg, finished=True)
+    return track.results()
+
+
+def _world() -> tuple[int, int]:
+    """(rank, world size): (0, 1) unless a torch.distributed process group is running."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
