@@ -63,7 +63,7 @@ def run(checkout: Path, ws: Path, args: list[str], threads: int | None) -> None:
 
 def step_seconds(checkout: Path, ws: Path, model: str, size: str, threads: int | None) -> float:
     # a checkout from before runs were named on the command line takes the cell's parts
-    named = 'metavar="RUN"' in (checkout / "stages" / "train.py").read_text()
+    named = 'metavar="RUN' in (checkout / "stages" / "train.py").read_text()
     cell = ([f"{model}-{size}-0"] if named
             else ["--model", model, "--size", size, "--seed", "0"])
     run(checkout, ws, ["train", "--task", "expr", *cell], threads)
