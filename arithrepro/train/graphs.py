@@ -45,8 +45,8 @@ class StaticStep:
             kw["exit_at"] = int(torch.randint(1, self.recurrences + 1, ()))
         if isinstance(template, hooks.SharedDraw) and template.training:
             kw["drawn"] = template.shared_draw(x[0])
-        # the rate on the host, as LambdaLR computes it (a GPU's is a tensor on the device)
-        lr = cfg.lr * p.sched.lr_lambdas[0](p.sched.last_epoch)
+        # the rate on the host, as the schedule sets it (a GPU's is a tensor on the device)
+        lr = cfg.lr * p.factor(p.sched.last_epoch)
         if self.device.type == "cuda":
             loss = self._replay(x, y, mask, count, kw)
         else:

@@ -1,4 +1,29 @@
-"""fit: the one training loop."""
+"""fit: the one training loop.
+
+What it takes:
+- `batches`: EpochBatches or StreamBatches (train/batches.py), or an Ensemble's CopiesBatches;
+- `valid`: the fixed validation set as (make_batch, n), or a function model -> {"val_loss":
+  ..., any other numbers} that evaluates whatever the task tracks (all of it lands in
+  val_curve); for an Ensemble, one shared or a list with one per copy (`series` likewise);
+- `spec`: the model's registry entry (models/registry.py), what the loop reads of the model
+  (causal, prunes_outputs, eager); None: a causal model that compiles and computes every
+  position;
+- `observers` (arithrepro.observers.Observer, on every rank, told of every copy) and, on rank
+  0, `series` (e.g. arithrepro.live.Series) and the progress bar hear of every training row as
+  the losses reach the host, every validation, every step, and the rows a resumed run starts
+  with; an observer that raises stops the run there.
+
+Each copy of an Ensemble validates as a standalone model and keeps its own best state, curves
+and observers; a copy whose loss becomes non-finite stops there and its result is {"failed":
+why}, and when no copy is left (one model: at once) the run stops with NonFiniteLoss. An
+ensemble's train_seconds are all copies' together.
+
+Under torch.distributed (torchrun) the model runs wrapped in DistributedDataParallel: every
+rank draws the same global batch and trains on its contiguous share of the rows; every rank
+validates, only rank 0 writes the checkpoint and tells the series.
+
+It resumes from `checkpoint` when that holds an unfinished run with the same fingerprint.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +45,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     """Train `model` in place on `batches` (EpochBatches, StreamBatches, or an ensemble's
     CopiesBatches) and restore its best-validation state (cfg.restore_best); returns
     {best_val_loss, best_step, steps, train_seconds, tokens_per_s, train_curve, val_curve},
-    an Ensemble a list of those (docs/design.md, "The training loop", says the rest)."""
+    an Ensemble a list of those (the module's docstring says the rest)."""
     total, (rank, world) = batches.steps, _world()
     ens = ensemble_of(model)
     parts = Parts.of(model, cfg, total, world, spec)

@@ -44,6 +44,7 @@ class Parts:
     opt: object
     sched: object
     scaler: object
+    factor: object = None  # step -> the schedule's factor of the base rate (what sched applies)
 
     @classmethod
     def of(cls, model, cfg: TrainConfig, total: int, world: int, spec=None) -> "Parts":
@@ -64,8 +65,8 @@ class Parts:
             group["initial_lr"] = float(group["lr"])
         parts = cls(model, runner, opt, None, scaler)
         parts.place_rates(cfg)
-        parts.sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: lr_factor(s, total, warmup, cfg.schedule))
+        parts.factor = lambda s: lr_factor(s, total, warmup, cfg.schedule)
+        parts.sched = torch.optim.lr_scheduler.LambdaLR(opt, parts.factor)
         return parts
 
     @property
