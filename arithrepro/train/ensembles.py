@@ -25,9 +25,18 @@ from arithrepro.train.batches import micro_batches
 from arithrepro.train.losses import gathered_loss, masked_loss, outputs
 
 
-class Single:
+class _Kind:
+    reduce = None  # the eager step's loss over the outputs: gathered_loss or masked_loss
+
+    def loss(self, runner, x, y, mask, recurrences: int, outputs_from: int, count):
+        outs = self.forward(runner, x, recurrences, outputs_from)
+        return self.reduce(outs, y, mask, count, outputs_from)
+
+
+class Single(_Kind):
     size = 1
     stacked = False
+    reduce = staticmethod(gathered_loss)
 
     def __init__(self, model):
         self.model = self.template = model
@@ -39,10 +48,6 @@ class Single:
                 drawn=None) -> list:
         outs = outputs(runner, x[0], recurrences, outputs_from, exit_at, **(drawn or {}))
         return [o[None] for o in outs]
-
-    def loss(self, runner, x, y, mask, recurrences: int, outputs_from: int, count):
-        outs = self.forward(runner, x, recurrences, outputs_from)
-        return gathered_loss(outs, y, mask, count, outputs_from)
 
     def pieces(self, x, y, mask, n: int, trim_front: bool) -> list:
         if n <= 1:
@@ -77,8 +82,9 @@ class Single:
         return results[0]
 
 
-class Stacked:
+class Stacked(_Kind):
     stacked = True
+    reduce = staticmethod(masked_loss)
 
     def __init__(self, model: Ensemble):
         self.model, self.template, self.size = model, model.template, model.size
@@ -90,10 +96,6 @@ class Stacked:
                 drawn=None) -> list:
         return outputs(runner, x, recurrences, outputs_from, exit_at,
                        **({} if drawn is None else {"drawn": drawn}))
-
-    def loss(self, runner, x, y, mask, recurrences: int, outputs_from: int, count):
-        outs = self.forward(runner, x, recurrences, outputs_from)
-        return masked_loss(outs, y, mask, count, outputs_from)
 
     def pieces(self, x, y, mask, n: int, trim_front: bool) -> list:
         return [(x, y, mask, 0)]  # the modes table refuses n > 1 on the CPU

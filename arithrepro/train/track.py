@@ -142,7 +142,7 @@ class Tracker:
         """Each copy's result, its best state restored (cfg.restore_best); a copy that stopped
         or never validated finitely: {"failed": why}."""
         out = []
-        for e, st in zip(self.copies, self.states):
+        for st in self.states:
             if self.cfg.restore_best and st.best_state is None and not st.failed:
                 st.failed = "no validation loss was finite: no best state to restore"
         self._stop_if_all_failed()
