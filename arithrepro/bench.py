@@ -17,7 +17,7 @@ metrics/bench.md and plots/bench/grid.png.
 
 from __future__ import annotations
 
-from arithrepro.runs import RunSpec
+from arithrepro.runs import Run
 from arithrepro.schema import Map, ParamsError, integer, list_of
 
 HOME = "bench"
@@ -61,11 +61,11 @@ def pairs() -> list[tuple[str, str]]:
     return [(t, m) for t, task in GRID_TASKS.items() for m in cross_models(task)]
 
 
-def runs(task, params: dict) -> list[RunSpec]:
+def runs(task, params: dict) -> list[Run]:
     """The benchmark's runs of `task` these params ask for (none while bench.seeds is empty);
     like Task.runs, given params read through `params_reads.unrecorded`."""
     from arithrepro.tasks.registry import cross_models
 
     b = params["bench"]
-    return [RunSpec(task.name, m, b["sizes"][m], seed, home=HOME)
+    return [Run(task.name, m, b["sizes"][m], seed, home=HOME)
             for m in cross_models(task) for seed in b["seeds"]]

@@ -3,15 +3,16 @@ shares. arithrepro/pipeline.py puts the tasks' stages together and writes dvc.ya
 runs in a stage (code-deps leaves this file out: a change to a declaration changes dvc.yaml,
 which DVC compares itself).
 
-A training stage is declared through a RunSpec whose fields are DVC's `${item.<axis>}`
-placeholders, so a run's folder and record are named by the same properties the code uses.
+A training stage is declared through a run's `Files` (arithrepro/runs.py) named with DVC's
+`${item.<axis>}` placeholders, so a run's folder and record are named by the same properties
+the code uses.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from arithrepro.runs import RunSpec
+from arithrepro.runs import Files, run_name
 
 
 @dataclass
@@ -62,23 +63,23 @@ LIVE_PLOTS = (("train/loss.tsv", {"x": "step", "template": "conf/plot_templates/
               ("val", {"x": "step"}))
 
 
-def train_stage(name: str, spec: RunSpec, matrix: dict, params: list, deps: list,
+def train_stage(name: str, run: Files, matrix: dict, params: list, deps: list,
                 outs: tuple = (), family: str = "", models: tuple = ()) -> Stage:
-    """The stage of a family of training runs: `spec` names one run through the matrix's
-    placeholders; every run writes model.pt, train.json and dvclive's folder, then `outs`
-    (what the task's `publish` adds)."""
-    run = str(spec.dir)
-    live = f"{run}/live"
-    bench = " --bench" if spec.home else ""
+    """The stage of a family of training runs: `run` names one run's files through the
+    matrix's placeholders; every run writes model.pt, train.json and dvclive's folder, then
+    `outs` (a task scored as it trains: its record, its curve)."""
+    bench = " --bench" if run.home else ""
     return Stage(
-        name, "train", spec.task, args=f"--task {spec.task}{bench} {spec.name}", matrix=matrix,
+        name, "train", run.task, args=f"--task {run.task}{bench} {run.name}", matrix=matrix,
         params=["device", "precision", "compile", "graphs", "cpu", *params],
-        outs=[f"{run}/model.pt", f"{run}/train.json", f"{live}/metrics.json",
-              f"{live}/params.yaml", *outs],
-        plots=[{f"{live}/plots/metrics/{series}": dict(spec_)} for series, spec_ in LIVE_PLOTS],
+        outs=[str(run.model), str(run.summary), f"{run.live}/metrics.json",
+              f"{run.live}/params.yaml", *outs],
+        plots=[{f"{run.live}/plots/metrics/{series}": dict(spec)} for series, spec in LIVE_PLOTS],
         deps=list(deps), family=family, models=models)
 
 
-def placeholders(task: str, label: str, group: str = "") -> RunSpec:
-    """The RunSpec of a matrix's runs: model and seed are axes, `label` is the task's own."""
-    return RunSpec(task, item("model"), label, item("seed"), group=group)
+def placeholders(task: str, label: str, group: str = "", home: str = "",
+                 model: str | None = None) -> Files:
+    """The files of a matrix's runs: the seed is an axis, and the model too unless named;
+    `label` is the task's own."""
+    return Files(task, run_name(model or item("model"), label, item("seed")), group, home)

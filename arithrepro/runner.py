@@ -1,6 +1,6 @@
-"""The one place a run of any task is trained and its files written: runs/<task>/[<group>/]<name>/
-model.pt, train.json and live/ (dvclive's series), then what the task's reports read (its
-`publish`: the modular studies' curves and records, charlm's records)."""
+"""The one place a run of any task is trained and its records written: model.pt, train.json
+and live/ (dvclive's series) in its folder, then, for a task scored as it trains, its record
+and curve (arithrepro/runs.py's Files says where each lives)."""
 
 from __future__ import annotations
 
@@ -8,86 +8,101 @@ import hashlib
 import json
 from pathlib import Path
 
-from arithrepro.runs import Built, Placement, RunSpec
+from arithrepro.runs import Built, Placement, Run
 
 
 def fingerprint(built: Built) -> str:
     """What a checkpoint must match to be resumed."""
     from dataclasses import asdict
 
-    h = hashlib.sha256(json.dumps([built.arch, asdict(built.cfg), built.batches.steps, built.read],
-                                  sort_keys=True, default=str).encode())
-    for path in built.data_files:
+    h = hashlib.sha256(json.dumps([built.arch, asdict(built.cfg), built.data.batches.steps,
+                                   built.read], sort_keys=True, default=str).encode())
+    for path in built.data.files:
         h.update(Path(path).name.encode())
         h.update(Path(path).read_bytes())
     return h.hexdigest()
 
 
-def train(task, specs: list[RunSpec], params: dict, where: Placement, rank: int = 0,
+def train(task, runs: list[Run], params: dict, where: Placement, rank: int = 0,
           checkpoint: Path | None = None) -> list[dict]:
-    """Fit the runs `specs` and write each one's model.pt, train.json and, through the task,
-    whatever its reports read; returns their records ([] on a DDP rank other than 0: only rank
-    0 writes). One run trains as itself; several, one configuration at several seeds, train as
+    """Fit `runs` and write each one's model.pt, train.json and, for a task scored as it
+    trains, its record; returns their summaries ([] on a DDP rank other than 0: only rank 0
+    writes). One run trains as itself; several, one configuration at several seeds, train as
     one Ensemble (arithrepro/ensemble.py), each copy built, fed and validated as its own run.
-    `checkpoint` holds them while they train (default: checkpoint.pt in the first run's folder)
-    and is resumed from. A copy whose loss became non-finite writes nothing: once the others are
-    written, NonFiniteLoss names it."""
+    `checkpoint` holds them while they train (default: the first run's) and is resumed from.
+    A copy whose loss became non-finite writes nothing: once the others are written,
+    NonFiniteLoss names it."""
     from dataclasses import replace
 
     from arithrepro.ensemble import ensemble, padding, stacked_batches
     from arithrepro.live import Series
     from arithrepro.models.registry import spec_of
     from arithrepro.observers import NonFiniteLoss
+    from arithrepro.runs import build
     from arithrepro.train.ensembles import ensemble_of
     from arithrepro.train.loop import fit
 
-    builts = [task.build(s, params, where) for s in specs]
+    builts = [build(task, r, params, where) for r in runs]
     first = builts[0]
-    for spec, built in zip(specs[1:], builts[1:]):
+    for run, built in zip(runs[1:], builts[1:]):
         if built.arch != first.arch or replace(built.cfg, seed=0) != replace(first.cfg, seed=0):
-            raise ValueError(f"runs {specs[0].name} and {spec.name}: not one configuration; "
+            raise ValueError(f"runs {runs[0].name} and {run.name}: not one configuration; "
                              "only runs that differ in their seed alone train together")
     model = spec_of(first.arch)
     net = ensemble([b.net for b in builts])
-    checkpoint = checkpoint or specs[0].dir / "checkpoint.pt"
+    checkpoint = checkpoint or runs[0].files.checkpoint
     h = hashlib.sha256("".join(fingerprint(b) for b in builts).encode()).hexdigest()
-    batches = stacked_batches([b.batches for b in builts], padding(model, first.arch["dims"]))
+    batches = stacked_batches([b.data.batches for b in builts], padding(model, first.arch["dims"]))
     ens = ensemble_of(net)
-    results = ens.per_copy(fit(net, batches, [b.valid for b in builts], first.cfg, checkpoint, h,
-                               spec=model, series=[Series(s.dir / "live", b.read)
-                                                   for s, b in zip(specs, builts)]), "results")
+    results = ens.per_copy(fit(net, batches, [b.data.valid for b in builts], first.cfg, checkpoint,
+                               h, spec=model, series=[Series(r.files.live, b.read)
+                                                      for r, b in zip(runs, builts)]), "results")
     if rank:
         return []
-    records, failed = [], []
-    for i, (spec, built, result) in enumerate(zip(specs, builts, results)):
+    summaries, failed = [], []
+    for i, (run, built, result) in enumerate(zip(runs, builts, results)):
         if "failed" in result:
-            failed.append(f"{spec.name}: {result['failed']}")
+            failed.append(f"{run.name}: {result['failed']}")
             continue
         built.net = ens.copy_of(i).eval()
-        records.append(_write(task, spec, built, result, params, where, copies=len(specs)))
+        summaries.append(_write(task, run, built, result, params, where, copies=len(runs)))
     checkpoint.unlink(missing_ok=True)  # finished: nothing left to resume
     if failed:
         raise NonFiniteLoss("; ".join(failed))
-    return records
+    return summaries
 
 
-def _write(task, spec: RunSpec, built: Built, result: dict, params: dict, where: Placement,
+def _write(task, run: Run, built: Built, result: dict, params: dict, where: Placement,
            copies: int = 1) -> dict:
-    """model.pt, train.json and the task's own files of a trained run; returns the record.
-    copies: how many runs trained together (train_seconds is all of theirs)."""
-    from arithrepro.io import save_torch, write_json
+    """model.pt, train.json and, for a task scored as it trains, its record and curve; returns
+    the summary (train.json's fields). copies: how many runs trained together (train_seconds
+    is all of theirs)."""
+    from arithrepro.io import save_torch, write_frame
     from arithrepro.models.lm import count_params
     from arithrepro.provenance import provenance
 
-    origin = provenance(built.read, device=where.device, precision=where.precision,
-                        compiled=where.compile, graphs=where.graphs)
+    origin = {"train": provenance(built.read, device=where.device, precision=where.precision,
+                                  compiled=where.compile, graphs=where.graphs)}
     state = {k: v.cpu() for k, v in built.net.state_dict().items()}
-    save_torch(spec.dir / "model.pt", {**built.arch, "state_dict": state})
-    summary = {k: v for k, v in result.items() if not k.endswith("_curve")}
-    record = {"task": spec.task, "model": spec.model, "size": spec.label, "seed": spec.seed,
-              "params": count_params(built.net), **summary,
-              **({"trained_with": copies} if copies > 1 else {}),
-              "provenance": {"train": origin}}
-    write_json(spec.dir / "train.json", record)
-    task.publish(spec, built, result, record, params)
+    save_torch(run.files.model, {**built.arch, "state_dict": state})
+    summary = write_record(run.files.summary, run, {
+        "params": count_params(built.net),
+        **{k: v for k, v in result.items() if not k.endswith("_curve")},
+        **({"trained_with": copies} if copies > 1 else {})}, origin)
+    record = task.record(run, built, result, summary, params)
+    if record is not None:
+        curve = task.curve(run, result)
+        if curve is not None:
+            write_frame(run.files.curve, curve)
+        write_record(run.files.record, run, record, origin)
+    return summary
+
+
+def write_record(path: Path, run: Run, fields: dict, origin: dict) -> dict:
+    """Every record a run has, the same shape: the run's head (task, model, size, seed), the
+    fields, and last its provenance (`origin`: each stage's that made it). Returns it."""
+    from arithrepro.io import write_json
+
+    record = {**run.head(), **fields, "provenance": origin}
+    write_json(path, record)
     return record

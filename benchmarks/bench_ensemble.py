@@ -12,7 +12,7 @@ import torch
 
 
 def cells(params: dict, only: str = "") -> list:
-    """(task, RunSpec at seed 0, its name): the first run of each model (and size) of every
+    """(task, Run at seed 0, its name): the first run of each model (and size) of every
     task, those whose name holds `only`."""
     from arithrepro.tasks.registry import TASKS
 
@@ -33,7 +33,7 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import spec_of
     from arithrepro.device import resolve_device
-    from arithrepro.runs import Placement
+    from arithrepro.runs import Placement, build
 
     device = resolve_device(params["device"])
     # on a GPU, each step a CUDA graph where the params ask for it
@@ -46,17 +46,17 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
     for task, spec, cell in cells(params, only):
         for E in copies:
             def built(seed):
-                return task.trial(replace(spec, seed=seed), params, where)
+                return build(task, replace(spec, seed=seed), params, where, trial=True)
 
             alone = 0.0
             for seed in range(E):
                 b = built(seed)
-                alone += time_steps(b.net, b.batches, b.cfg, warmup, timed,
+                alone += time_steps(b.net, b.data.batches, b.cfg, warmup, timed,
                                     spec_of(b.arch))
             bs = [built(seed) for seed in range(E)]
             model = spec_of(bs[0].arch)
             together = time_steps(Ensemble([b.net for b in bs]),
-                                  CopiesBatches([b.batches for b in bs],
+                                  CopiesBatches([b.data.batches for b in bs],
                                                 padding(model, bs[0].arch["dims"])),
                                   bs[0].cfg, warmup, timed, model)
             rows.append({"cell": cell, "copies": E, "alone_s": alone, "together_s": together})
@@ -69,13 +69,13 @@ def _one_process(task_name, spec, params, threads, barrier, warmup, timed, out):
     """A child of bench_processes: one run at `threads` threads, timed after the barrier."""
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import spec_of
-    from arithrepro.runs import Placement
+    from arithrepro.runs import Placement, build
     from arithrepro.tasks.registry import TASKS
 
     torch.set_num_threads(threads)
-    b = TASKS[task_name].trial(spec, params, Placement("cpu", "fp32", False))
+    b = build(TASKS[task_name], spec, params, Placement("cpu", "fp32", False), trial=True)
     barrier.wait()
-    out.put(time_steps(b.net, b.batches, b.cfg, warmup, timed, spec_of(b.arch)))
+    out.put(time_steps(b.net, b.data.batches, b.cfg, warmup, timed, spec_of(b.arch)))
 
 
 def bench_processes(params: dict, processes: int = 2, warmup: int = 2, timed: int = 4,

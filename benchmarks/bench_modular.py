@@ -53,10 +53,10 @@ def _flops(step) -> int:
 
 def bench_modular(params: dict, repeats: int, peak: float, best_of) -> dict:
     from arithrepro.models.registry import build_model
-    from arithrepro.tasks.modular import TASK
+    from arithrepro.tasks.modular import TASK, Splits
 
     base = params["modular"]["base"]
-    data = TASK.data(base, 0, "cpu")
+    data = Splits(base, 0, "cpu")
     s = data.splits["train"]
     n = min(base["batch_size"], len(s.x))
     x, y, mask = s.x[:n], s.y[:n], s.mask[:n]

@@ -110,12 +110,13 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{torch.backends.cpu.get_cpu_capability()}; profile {args.profile}")
     seen = set()
-    for job in _jobs(params, tasks, "cpu", "fp32"):
-        if job.key in seen or (only and job.label not in only):
+    for job in _jobs(params, tasks, "cpu", dict.fromkeys(tasks, "fp32")):
+        if (job.task, job.label) in seen or (only and job.label not in only):
             continue
-        seen.add(job.key)
-        net, batches, cfg, _ = job.build()
-        print(f"{job.task} {job.label}: {profile_job(net, batches, cfg, args.steps, args.top)}",
+        seen.add((job.task, job.label))
+        b = job.build()
+        print(f"{job.task} {job.label}: "
+              f"{profile_job(b.net, b.data.batches, b.cfg, args.steps, args.top)}",
               flush=True)
 
 

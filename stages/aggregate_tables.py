@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import done, friendly_errors, params_option, paths
+from arithrepro.runs import METRICS
+from arithrepro.stages.common import done, friendly_errors, params_option
 
 
 @click.command("aggregate-tables")
@@ -27,5 +28,5 @@ def aggregate_tables(params_path: str) -> None:
     params = config.load(params_path)
     df = wanted_runs(params, list(TASKS))
     headline = {name: (t.headline, t.headline_sizes) for name, t in TASKS.items()}
-    written = write_summary(paths.metrics, df, headline)
+    written = write_summary(METRICS, df, headline)
     done(f"aggregate-tables: {describe(df, list(TASKS), written)}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import done, friendly_errors, params_option, paths
+from arithrepro.runs import METRICS, data_dir
+from arithrepro.stages.common import done, friendly_errors, params_option
 
 
 @click.command("charlm-compute")
@@ -34,7 +35,7 @@ def charlm_compute(params_path: str) -> None:
 
     params = config.load(params_path)
     m = params["charlm"]
-    _, vocab, _ = read_corpus(paths.data("charlm"))
+    _, vocab, _ = read_corpus(data_dir("charlm"))
     device = config.device_of(params)
     lengths = sorted({m["schedule"][s]["seq_length"] for s in m["schedules"]})
     rows = []
@@ -50,7 +51,7 @@ def charlm_compute(params_path: str) -> None:
                          **formulas(MODELS[arch["model"]], size, T),
                          **measure(net, T, context, m["compute"]["repeats"])})
     frame = pd.DataFrame(rows)
-    d = paths.record("charlm").parent
+    d = METRICS / "charlm"
     write_frame(d / "compute.csv", frame)
     write_text(d / "compute.md", compute_markdown(frame, device))
     done(f"charlm-compute: {len(rows)} rows on {device} -> {d / 'compute.md'}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import done, friendly_errors, params_option, paths
+from arithrepro.runs import data_dir
+from arithrepro.stages.common import done, friendly_errors, params_option
 
 
 @click.command("charlm-corpus")
@@ -26,7 +27,7 @@ def charlm_corpus(params_path: str) -> None:
     c = params["charlm"]["corpus"]
     text = build_corpus(c)
     vocab = Vocab.of(text)
-    out = paths.data("charlm")
+    out = data_dir("charlm")
     write_text(out / "corpus.txt", text)
     write_json(out / "meta.json", {"source": c["source"], "path": c["path"], "chars": len(text),
                                    "vocab": vocab.chars, "vocab_size": vocab.size,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import done, friendly_errors, params_option, paths
+from arithrepro.runs import METRICS, PLOTS, data_dir
+from arithrepro.stages.common import done, friendly_errors, params_option
 
 
 @click.command("charlm-sample")
@@ -31,18 +32,18 @@ def charlm_sample(params_path: str) -> None:
     params = config.load(params_path)
     m = params["charlm"]
     s, prompt_a = m["sample"], m["attention"]["prompt"]
-    _, vocab, meta = read_corpus(paths.data("charlm"))
+    _, vocab, meta = read_corpus(data_dir("charlm"))
     if s["prompt"] is not None:                                   # both checked before any work
         vocab.encode(s["prompt"], "charlm.sample.prompt")
     tokens_a = vocab.encode(prompt_a, "charlm.attention.prompt")
     todo = runs(params)
     models = {}
     for run in todo:
-        path = run.dir / "model.pt"
+        path = run.files.model
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run `dvc repro train-charlm` first")
         models[run.name] = load_model(path)[0]
-    out_dir = paths.plots / "charlm" / "attention"
+    out_dir = PLOTS / "charlm" / "attention"
     shutil.rmtree(out_dir, ignore_errors=True)
     lines = [samples_header(meta, s)]
     plt = pyplot()
@@ -60,7 +61,7 @@ def charlm_sample(params_path: str) -> None:
                 fig = attention_grid(plt, [first], shown, f"{run.name}: first layer's attention")
                 figures.append(save(plt, fig, out_dir / f"{run.name}.png"))
     out_dir.mkdir(parents=True, exist_ok=True)   # a DVC output even when no model attends
-    write_text(paths.record("charlm").parent / "samples.md", "\n".join(lines))
+    write_text(METRICS / "charlm" / "samples.md", "\n".join(lines))
     done(f"charlm-sample: {len(todo)} samples -> metrics/charlm/samples.md; "
          f"{len(figures)} attention maps -> {out_dir}")
 

@@ -1,4 +1,4 @@
-"""What every stage shares: the file layout, the --params/--task/... options and error handling."""
+"""What every stage shares: the --params/--task/... options and error handling."""
 
 from __future__ import annotations
 
@@ -10,32 +10,6 @@ import click
 
 from arithrepro.schema import ParamsError
 from arithrepro.io import ArtifactError, WriteError, one_line
-
-
-class paths:
-    """The pipeline's file layout (relative to the repository root, where DVC runs stages)."""
-
-    @staticmethod
-    def data(task: str) -> Path:
-        return Path("data") / task
-
-    @staticmethod
-    def run(task: str, cell: str) -> Path:
-        return Path("runs") / task / cell
-
-    @staticmethod
-    def evaluation(task: str, cell: str | None = None) -> Path:
-        """Per-cell evaluation rows: by length (expr, looped), by operand digits (abacus)."""
-        d = Path("plots") / task / "eval"
-        return d if cell is None else d / f"{cell}.csv"
-
-    @staticmethod
-    def record(task: str, cell: str | None = None) -> Path:
-        d = Path("metrics") / task / "runs"
-        return d if cell is None else d / f"{cell}.json"
-
-    metrics = Path("metrics")
-    plots = Path("plots")
 
 
 class TaskName(click.ParamType):

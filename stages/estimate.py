@@ -16,7 +16,7 @@ from arithrepro.stages.common import TaskName, friendly_errors
 
 @dataclass
 class Job:
-    """A run and its seeds: `build()` -> the run (a Built) on data made in memory."""
+    """A run and its seeds: `build()` -> the run (runs.Built) on data made in memory."""
     task: str
     label: str
     runs: int
@@ -79,11 +79,11 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
             if key not in timings:
                 click.echo(f"estimate: timing {profile} {job.task} {job.label}", err=True)
                 timer = _validation(built, device)
-                timings[key] = Timing(time_steps(built.net, built.batches, built.cfg, warmup,
+                timings[key] = Timing(time_steps(built.net, built.data.batches, built.cfg, warmup,
                                                  steps, spec_of(built.arch)),
                                       timer(built.net))
-            rows.append(Projection(job.task, job.label, job.runs, built.batches.steps,
-                                   validations(built.batches, built.cfg), timings[key]))
+            rows.append(Projection(job.task, job.label, job.runs, built.data.batches.steps,
+                                   validations(built.data.batches, built.cfg), timings[key]))
             del built
         out[profile] = [{**asdict(r), "run_s": r.run_s, "total_s": r.total_s} for r in rows]
         report.append(_table(profile, rows, hours))
@@ -126,14 +126,14 @@ def _precision_note(precisions: dict) -> str:
 
 def _jobs(params: dict, tasks, device: str, precisions: dict):
     """Every run shape of the params: a task's runs that differ in their seed only are one
-    job, built on data made in memory (`Task.trial`)."""
+    job, built on data made in memory (runs.build's trial)."""
     from arithrepro import bench
-    from arithrepro.runs import Placement
+    from arithrepro.runs import Placement, build
     from arithrepro.tasks.registry import TASKS
 
     for name in tasks:
         task = TASKS[name]
-        where = Placement(device, precisions[name], bool(params["compile"]),
+        where = Placement(device, precisions[name], params["compile"],
                           bool(params["graphs"]) and device.startswith("cuda"))
         groups = {}
         for run in [*task.runs(params), *(bench.runs(task, params) if task.grid else [])]:
@@ -141,14 +141,14 @@ def _jobs(params: dict, tasks, device: str, precisions: dict):
         for runs in groups.values():
             run = runs[0]
             yield Job(name, f"{run.model}-{run.label}" + (" (bench)" if run.home else ""),
-                      len(runs), lambda run=run, task=task, where=where: task.trial(run, params, where))
+                      len(runs), lambda run=run, task=task, where=where: build(task, run, params, where, trial=True))
 
 
 def _shape(task: str, built, compile_) -> str:
     """What a step's time depends on: the architecture, the batch's shape, the loop's
     settings that change a step's work (not its seed, learning rate or length)."""
     cfg = built.cfg
-    x = built.batches(0)[0]
+    x = built.data.batches(0)[0]
     return json.dumps([task, {k: v for k, v in built.arch.items() if k != "vocab"}, list(x.shape),
                        cfg.optimizer, cfg.precision, cfg.micro_batches, cfg.progressive,
                        cfg.outputs_from, cfg.eval_batch_size, compile_], sort_keys=True, default=str)
@@ -160,15 +160,15 @@ def _validation(built, device: str):
 
     from arithrepro.estimate import forward_seconds, time_call
 
-    if callable(built.valid):   # the task's own validation (modular): timed as it runs
+    if callable(built.data.valid):   # the task's own validation (modular): timed as it runs
         def timer(net):
             net.eval()
             try:
-                return time_call(lambda: built.valid(net), torch.device(device))
+                return time_call(lambda: built.data.valid(net), torch.device(device))
             finally:
                 net.train()
 
         return timer
-    make_batch, n = built.valid
+    make_batch, n = built.data.valid
     x = make_batch(torch.arange(min(built.cfg.eval_batch_size, n)))[0]
     return lambda net: forward_seconds(net, x, built.cfg.precision) * n

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from arithrepro.runs import data_dir
 from arithrepro.stages.common import (TaskName, data_params, done, friendly_errors,
-                                     params_option, paths)
+                                     params_option)
 
 
 @click.command("evaluate")
@@ -15,15 +16,16 @@ from arithrepro.stages.common import (TaskName, data_params, done, friendly_erro
 @click.argument("name", metavar="RUN")
 @friendly_errors
 def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
-    """Score the trained RUN (<model>-<size>-<seed>, as `arithrepro train` names it): expr decodes the test and OOD sets (greedy, cached); abacus
-    decodes the digits x digits grid at each inference recurrence count; looped classifies
-    every position at each evaluation length.
+    """Score the trained RUN (<model>-<size>-<seed>, as `arithrepro train` names it): expr
+    decodes the test and OOD sets (greedy, cached); abacus decodes the digits x digits grid at
+    each inference recurrence count; looped classifies every position at each evaluation
+    length.
 
     Reads params: device, cpu, <task>.{eval,data};
-    runs/<task>/<cell>/{model.pt,train.json}; data/<task>/.
-    Writes metrics/<task>/runs/<cell>.json (the run's record: params, accuracies,
-    best_val_loss, train_seconds, ...) and plots/<task>/eval/<cell>.csv; a benchmark cell,
-    the same under runs/bench/, metrics/bench/ and plots/bench/.
+    runs/<task>/<run>/{model.pt,train.json}; data/<task>/.
+    Writes metrics/<task>/runs/<run>.json (the run's record: params, accuracies,
+    best_val_loss, train_seconds, ...) and plots/<task>/eval/<run>.csv; a benchmark run,
+    the same under runs/<task>/bench/, metrics/<task>/bench/ and plots/<task>/bench/.
     """
     import time
 
@@ -31,9 +33,10 @@ def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
     from tqdm import tqdm
 
     from arithrepro import config, cpu
-    from arithrepro.io import read_json, write_frame, write_json
+    from arithrepro.io import read_json, write_frame
     from arithrepro.models.registry import load_model
     from arithrepro.provenance import provenance
+    from arithrepro.runner import write_record
     from arithrepro.tasks.registry import TASKS
 
     from arithrepro import bench as benchmark
@@ -45,32 +48,29 @@ def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
     config.grid_task(task)
     t = TASKS[task]
     among = benchmark.runs(t, unrecorded(params)) if bench else None
-    spec = runs.find(t, unrecorded(params), name, among)
-    run_dir = spec.dir
-    ckpt = run_dir / "model.pt"
-    if not ckpt.is_file():
-        raise FileNotFoundError(f"{ckpt}: missing; run `arithrepro train` for this run first")
-    net, _ = load_model(ckpt)
+    run = runs.find(t, unrecorded(params), name, among)
+    files = run.files
+    for path in (files.model, files.summary):
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: missing; run `arithrepro train` for this run first")
+    net, _ = load_model(files.model)
     device = config.device_of(params)
     net.to(device).eval()
-    summary = run_dir / "train.json"
-    if not summary.is_file():
-        raise FileNotFoundError(f"{summary}: missing; run `arithrepro train` for this run first")
-    record = dict(read_json(summary, ("task", "model", "size", "seed")))
-    origin = record.pop("provenance", {})  # the training's, put back last beside this run's
+    trained = read_json(files.summary, ("task", "model", "size", "seed"))
+    origin = trained.get("provenance", {})  # the training's, beside this run's
     # scoring runs without autocast, in fp32 whatever the training's precision
     origin["evaluate"] = provenance({"eval": params[task]["eval"],
                                      "data": data_params(params, task)},
                                     device=device, precision="fp32")
     t0 = time.perf_counter()
-    with tqdm(total=t.eval_count(params, net), desc=f"evaluate {task} {spec.name}", unit="problem",
+    with tqdm(total=t.eval_count(params, net), desc=f"evaluate {task} {run.name}", unit="problem",
               dynamic_ncols=True) as bar:
-        metrics, rows = t.evaluate(net, params, paths.data(task), device, progress=bar.update)
-    record.update(metrics)
-    record["eval_seconds"] = time.perf_counter() - t0
-    record["provenance"] = origin
-    write_frame(spec.evaluation, pd.DataFrame(rows))
-    write_json(spec.record, record)
+        metrics, rows = t.evaluate(net, params, data_dir(task), device, progress=bar.update)
+    fields = {k: v for k, v in trained.items() if k not in run.head() and k != "provenance"}
+    fields.update(metrics)
+    fields["eval_seconds"] = time.perf_counter() - t0
+    write_frame(files.evaluation, pd.DataFrame(rows))
+    record = write_record(files.record, run, fields, origin)
     shown = ", ".join(f"{k} {100 * record[k]:.2f} %" for k in t.headline if k in record)
-    done(f"evaluate {task} {'bench ' if bench else ''}{spec.name}: {shown} in "
+    done(f"evaluate {task} {'bench ' if bench else ''}{run.name}: {shown} in "
          f"{record['eval_seconds']:.1f} s")

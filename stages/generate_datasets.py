@@ -6,7 +6,8 @@ import time
 
 import click
 
-from arithrepro.stages.common import TaskName, done, friendly_errors, params_option, paths
+from arithrepro.runs import data_dir
+from arithrepro.stages.common import TaskName, done, friendly_errors, params_option
 
 
 @click.command("generate-datasets")
@@ -34,5 +35,5 @@ def generate_datasets(params_path: str, task: str) -> None:
     total = TASKS[task].generate_count(params)
     with tqdm(total=total, desc=f"generate {task}", unit="problem", unit_scale=True,
               dynamic_ncols=True) as bar:
-        summary = TASKS[task].generate(params, paths.data(task), progress=bar.update)
+        summary = TASKS[task].generate(params, data_dir(task), progress=bar.update)
     done(f"generate-datasets {task}: {summary} in {time.perf_counter() - t0:.1f} s")

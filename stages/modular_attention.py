@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import done, friendly_errors, params_option, paths
+from arithrepro.runs import PLOTS
+from arithrepro.stages.common import done, friendly_errors, params_option
 
 
 @click.command("modular-attention")
@@ -37,17 +38,17 @@ def modular_attention(params_path: str) -> None:
                                  f"{a['study']} study")
     records = {}
     for r in runs:
-        path = paths.record("modular") / a["study"] / f"{r.name}.json"
+        path = r.files.record
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run `dvc repro train-modular-{a['study']}` "
                                     "first")
         records[r.name] = read_json(path, ("val_acc", "val_loss"))
     best = max(runs, key=lambda r: (records[r.name]["val_acc"], -records[r.name]["val_loss"]))
-    net, saved = load_model(best.dir / "model.pt", ("vocab",))
+    net, saved = load_model(best.files.model, ("vocab",))
     net.eval()
     vocab = saved["vocab"]
     c = run_config(params, best)
-    out_dir = paths.plots / "modular" / "attention"
+    out_dir = PLOTS / "modular" / "attention"
     shutil.rmtree(out_dir, ignore_errors=True)
     plt = pyplot()
     written = []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from arithrepro.stages.common import TaskName, done, friendly_errors, params_option, paths
+from arithrepro.runs import METRICS, PLOTS, data_dir, evaluations_dir
+from arithrepro.stages.common import TaskName, done, friendly_errors, params_option
 
 
 @click.command("report")
@@ -26,8 +27,8 @@ def report(task: str, params_path: str) -> None:
     params = config.load(params_path)
     config.known_task(task)
     df = wanted_runs(params, [task])
-    written = write_task_tables(paths.metrics, task, df)
+    written = write_task_tables(METRICS, task, df)
     if task in FIGURES:
-        written += FIGURES[task].render(summary_csv(df), paths.evaluation(task), paths.data(task),
-                                        paths.plots / task)
+        written += FIGURES[task].render(summary_csv(df), evaluations_dir(task), data_dir(task),
+                                        PLOTS / task)
     done(f"report-{task}: {len(df)} runs -> " + ", ".join(str(p) for p in written))

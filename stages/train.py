@@ -42,14 +42,14 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     config.known_task(task)
     t = TASKS[task]
     among = benchmark.runs(t, unrecorded(params)) if bench else None
-    specs = [runs.find(t, unrecorded(params), name, among) for name in names]
+    todo = [runs.find(t, unrecorded(params), name, among) for name in names]
     if len(set(names)) < len(names):
         raise ValueError(f"runs {' '.join(names)}: a run named twice")
     device, precision = config.placement(params, task)
     rank, world, device = _join_world(device)
-    where = runs.Placement(device, precision, bool(params["compile"]),
+    where = runs.Placement(device, precision, params["compile"],
                            bool(params["graphs"]) and device.startswith("cuda"))
-    records = runner.train(t, specs, params, where, rank)
+    summaries = runner.train(t, todo, params, where, rank)
     if world > 1:
         torch.distributed.destroy_process_group()
     if rank:  # only rank 0 writes
@@ -57,12 +57,12 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     place = (f"{world} processes ({device.split(':')[0]})" if world > 1 else device) + f", {precision}"
     if device == "cpu":  # torch sizes its pool to the cores this process may use (taskset)
         place += f", {torch.get_num_threads()} threads"
-    if len(specs) > 1:
-        place += f", {len(specs)} runs together"
-    for spec, record in zip(specs, records):
-        done(f"train {task} {spec.name} on {place}: {record['steps']} steps in "
+    if len(todo) > 1:
+        place += f", {len(todo)} runs together"
+    for run, record in zip(todo, summaries):
+        done(f"train {task} {run.name} on {place}: {record['steps']} steps in "
              f"{record['train_seconds']:.1f} s, best val loss {record['best_val_loss']:.4f} at "
-             f"step {record['best_step']}, {record['params']:,} params -> {spec.dir}")
+             f"step {record['best_step']}, {record['params']:,} params -> {run.files.dir}")
 
 
 def _join_world(device: str) -> tuple[int, int, str]:

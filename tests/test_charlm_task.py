@@ -18,7 +18,7 @@ from arithrepro.cost import formulas, measure
 from tests.helpers import overridden
 from arithrepro.models.registry import MODELS
 from arithrepro.tasks import charlm
-from arithrepro.tasks.charlm import (Data, Vocab, arithmetic_text, build_corpus, chunk, file_text,
+from arithrepro.tasks.charlm import (Chunks, Vocab, arithmetic_text, build_corpus, chunk, file_text,
                                      split, tinystories_text)
 
 STORIES = ["Once upon a time, a cat sat.\nIt was happy.", "Tom had a red ball.", "The end."]
@@ -141,8 +141,8 @@ def test_chunks_and_split(n, seq, frac, seed):
     assert sorted(tr.tolist() + va.tolist()) == list(range(len(chunks)))
     tr2, va2 = split(len(chunks), frac, seed)
     assert torch.equal(va, va2)
-    data = Data.of(ids, seq, frac, seed, "cpu")
-    x, y, mask = Data.batch(data.train, torch.arange(len(data.train)))
+    data = Chunks.of(ids, seq, frac, seed, "cpu")
+    x, y, mask = Chunks.batch(data.train, torch.arange(len(data.train)))
     assert torch.equal(x[:, 1:], y[:, :-1]) and torch.equal(y - x, torch.ones_like(x)) and mask.all()
 
 
@@ -241,7 +241,7 @@ def test_the_paper_profile_is_the_source_on_tinystories():
     assert m["corpus"]["source"] == "tinystories" and m["corpus"]["chars"] == 10_000_000
     runs = charlm.runs(params)
     assert [r.name for r in runs][:4] == ["rnn-s20-0", "rnn-s20-1", "rnn-s20-2", "rnn-s100-0"]
-    assert len(runs) == 6 * 2 * 3 and str(runs[0].dir) == "runs/charlm/rnn-s20-0"
+    assert len(runs) == 6 * 2 * 3 and str(runs[0].files.dir) == "runs/charlm/rnn-s20-0"
     assert {tuple(m["schedule"][r.label].values()) for r in runs} == {(20, 2000), (100, 3000)}
     # the source's smaller GRU beside the 8-layer transformer at seq_length 100, 3,000 steps
     assert {"gru-small-s100-0", "transformer-8-s100-0"} <= {r.name for r in runs}
@@ -361,10 +361,10 @@ def test_the_sample_stage_writes_each_runs_rule(tmp_path, models):
         for run in charlm.runs(params):
             model, size = charlm.run_arch(params, run)
             net = _untrained(params, run, vocab.size)
-            run.dir.mkdir(parents=True)
+            run.files.dir.mkdir(parents=True)
             torch.save({"model": model, "size": size, "dropout": 0.0,
                         "dims": {"vocab_size": vocab.size, "max_len": 16, "pad_id": -1},
-                        "state_dict": net.state_dict()}, run.dir / "model.pt")
+                        "state_dict": net.state_dict()}, run.files.dir / "model.pt")
         result = CliRunner().invoke(charlm_sample, [])
         assert result.exit_code == 0, result.output
         samples = (tmp_path / "metrics" / "charlm" / "samples.md").read_text()

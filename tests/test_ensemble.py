@@ -296,13 +296,13 @@ def test_runs_trained_together_are_written_as_if_trained_alone(tmp_path, monkeyp
         assert b["trained_with"] == 2 and b["seed"] == spec.seed
         assert b["best_step"] == a["best_step"] and b["params"] == a["params"]
         assert b["best_val_loss"] == pytest.approx(a["best_val_loss"], rel=1e-4)
-        mine = torch.load(tmp_path / "together" / spec.dir / "model.pt", weights_only=False)
-        theirs = torch.load(tmp_path / "alone" / spec.dir / "model.pt", weights_only=False)
+        mine = torch.load(tmp_path / "together" / spec.files.model, weights_only=False)
+        theirs = torch.load(tmp_path / "alone" / spec.files.model, weights_only=False)
         assert {k: v for k, v in mine.items() if k != "state_dict"} == \
                {k: v for k, v in theirs.items() if k != "state_dict"}
         for k, v in theirs["state_dict"].items():
             torch.testing.assert_close(mine["state_dict"][k], v, rtol=1e-4, atol=1e-5)
-        assert (tmp_path / "together" / spec.dir / "live" / "metrics.json").is_file()
+        assert (tmp_path / "together" / spec.files.live / "metrics.json").is_file()
 
 
 def test_only_the_seeds_of_one_configuration_train_together(tmp_path, monkeypatch, tiny_expr):

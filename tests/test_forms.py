@@ -126,14 +126,14 @@ def _train_and_score(task, params, data_dir, model, tmp_path):
     loaded from the registry, scored."""
     from arithrepro import bench
     from arithrepro.io import save_torch
-    from arithrepro.runs import Placement
+    from arithrepro.runs import Placement, build
     from arithrepro.train.loop import fit
 
-    (spec,) = [s for s in bench.runs(task, params) if s.model == model]
-    built = task.build(spec, params, Placement("cpu", "fp32", False))
-    result = fit(built.net, built.batches, built.valid, built.cfg, tmp_path / "ck.pt", "fp",
+    (run,) = [r for r in bench.runs(task, params) if r.model == model]
+    built = build(task, run, params, Placement("cpu", "fp32", False))
+    result = fit(built.net, built.data.batches, built.data.valid, built.cfg, tmp_path / "ck.pt", "fp",
                  progress=False, spec=spec_of(built.arch))
-    assert result["steps"] == built.batches.steps > 0
+    assert result["steps"] == built.data.batches.steps > 0
     save_torch(tmp_path / "model.pt", {**built.arch, "state_dict": built.net.state_dict()})
     loaded, saved = load_model(tmp_path / "model.pt")
     assert type(loaded) is type(built.net) and saved["form"] == built.arch["form"]

@@ -388,6 +388,7 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     from arithrepro.io import save_torch
     from arithrepro.models.registry import build_model, load_model
     from arithrepro.schema import ParamsError
+    from arithrepro.runs import Placement, Run, settings
     from arithrepro.tasks.registry import TASKS
     from arithrepro.train.loop import fit
 
@@ -422,7 +423,7 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
 
     assert [t for t, m in bench.pairs() if m == "toy"] == ["abacus", "looped"]
     params["bench"]["seeds"] = [0]
-    assert [s.dir.as_posix() for s in bench.runs(TASKS["looped"], params) if s.model == "toy"] \
+    assert [s.files.dir.as_posix() for s in bench.runs(TASKS["looped"], params) if s.model == "toy"] \
         == ["runs/looped/bench/toy-small-0"]
     dvc_yaml = pipeline.as_yaml()
     for stage in ("train-bench-abacus-toy:", "evaluate-bench-looped-toy:"):
@@ -434,7 +435,8 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     # the expr task, as the train and evaluate stages run a cell
     params, data_dir = tiny_expr
     task = TASKS["expr"]
-    arch, cfg = task.cell(params, "toy", "small", 0, "fp32")
+    arch, cfg = settings(task, Run("expr", "toy", "small", 0), params,
+                         Placement("cpu", "fp32", False))
     assert arch["size"] == tiny and arch["dims"] == task.dims(params)
     batches = task.train_batches(params, data_dir, 0, "cpu")
     valid = task.valid_set(params, data_dir, "cpu")

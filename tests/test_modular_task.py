@@ -122,10 +122,10 @@ def test_the_evaluation_measures_norms_and_the_weights_movement():
     import math
 
     from arithrepro.models.registry import build_model
-    from arithrepro.tasks.modular import TASK
+    from arithrepro.tasks.modular import TASK, Splits
 
     c = {"p": 5, "orders": [2], "operator": "+", "r_train": 0.5}
-    data = TASK.data(c, 0, "cpu")
+    data = Splits(c, 0, "cpu")
     net = build_model("gpt-sin", {"d_model": 8, "layers": 1, "heads": 2}, dropout=0.0,
                       **TASK.dims(c))
     first = data.evaluate(net)
@@ -168,8 +168,8 @@ def test_studies_expand_their_sweeps():
     c = run_config(p, r)
     assert c["layers"] == 3 and c["d_model"] == 64 and c["r_train"] == 0.5
     assert r.name == "gpt-sin-size.L3d64-42" and r.group == "size"
-    assert str(r.dir) == "runs/modular/size/gpt-sin-size.L3d64-42"
-    assert str(r.record) == "metrics/modular/runs/size/gpt-sin-size.L3d64-42.json"
+    assert str(r.files.dir) == "runs/modular/size/gpt-sin-size.L3d64-42"
+    assert str(r.files.record) == "metrics/modular/runs/size/gpt-sin-size.L3d64-42.json"
     reg = study_runs(p, "regularization")
     assert {r.model for r in reg} == {"lstm-std"} and all(run_config(p, r)["steps"] == 40001 for r in reg)
     compute = study_runs(p, "compute")
@@ -253,13 +253,13 @@ def test_attention_samples_must_be_samples_of_the_data(params):
 
 
 def test_the_loop_gets_the_cells_warmup_beta2_and_eps(params):
-    from arithrepro.runs import Placement
-    from arithrepro.tasks.modular import cell as study_cell
+    from arithrepro.runs import Placement, build
+    from arithrepro.tasks.modular import TASK
 
     p = config.compose(["profile=smoke"])
     p["modular"]["base"].update(warmup_frac=0.25, beta2=0.95, eps=1e-6, schedule="linear")
     run = study_runs(p, "sanity")[0]
-    cfg = study_cell(run, run_config(p, run), Placement("cpu", "fp32", False))[4]
+    cfg = build(TASK, run, p, Placement("cpu", "fp32", False)).cfg
     assert (cfg.warmup_frac, cfg.beta2, cfg.eps, cfg.schedule, cfg.optimizer) == (
         0.25, 0.95, 1e-6, "linear", "adamw")
 
@@ -269,10 +269,10 @@ def test_the_loop_gets_the_cells_warmup_beta2_and_eps(params):
 @pytest.mark.parametrize("orders, seed", [([2], 0), ([2], 42), ([2, 3], 7)])
 def test_sample_side_is_the_side_the_runs_data_put_it_on(orders, seed):
     from arithrepro.stages.modular_attention import sample_side
-    from arithrepro.tasks.modular import Data
+    from arithrepro.tasks.modular import Splits
 
     c = {"p": 5, "orders": orders, "operator": "+", "r_train": 0.4}
-    train = {tuple(row) for row in Data(c, seed, "cpu").splits["train"].x.tolist()}
+    train = {tuple(row) for row in Splits(c, seed, "cpu").splits["train"].x.tolist()}
     sides = set()
     for k in orders:
         for operands in itertools.product(range(5), repeat=k):
@@ -307,14 +307,14 @@ def test_the_attention_figure_says_whether_its_sample_was_trained_on(tmp_path, m
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p, allow_unicode=True))
     for i, run in enumerate(runs):
-        run.record.parent.mkdir(parents=True, exist_ok=True)
-        run.record.write_text(f'{{"val_acc": {0.5 + i / 10}, "val_loss": 1.0}}')
+        run.files.record.parent.mkdir(parents=True, exist_ok=True)
+        run.files.record.write_text(f'{{"val_acc": {0.5 + i / 10}, "val_loss": 1.0}}')
         size = {k: c[k] for k in ("d_model", "layers", "heads")}
         net = build_model(run.model, size, dropout=0.0, **TASK.dims(c))
-        run.dir.mkdir(parents=True)
+        run.files.dir.mkdir(parents=True)
         torch.save({"model": run.model, "size": size, "dropout": 0.0, "dims": TASK.dims(c),
                     "state_dict": net.state_dict(), "vocab": Vocab(c["p"], c["operator"]).tokens()},
-                   run.dir / "model.pt")
+                   run.files.dir / "model.pt")
     titles = []
 
     def save(plt, fig, path, real=plotting.save):

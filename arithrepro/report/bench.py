@@ -19,7 +19,7 @@ SIDES = ("within", "beyond")   # the task's first two headline metrics, in that 
 
 def grid(params: dict) -> list[dict]:
     """One entry per grid task x grid model, in the registries' order: {task, model, size,
-    form, adapter, origin ("own", "bench" or "" where they cannot meet), note, runs (RunSpecs),
+    form, adapter, origin ("own", "bench" or "" where they cannot meet), note, runs (Runs),
     metrics ({side: metric name}), values ({side: [per seed]}), link}."""
     from arithrepro import bench
     from arithrepro.models.forms import meeting, refusal
@@ -57,20 +57,20 @@ def read(entries: list[dict]) -> list[dict]:
     """Each entry's per-seed values of its two metrics, from the records that exist (a cell not
     yet evaluated counts as not run)."""
     for e in entries:
-        found = [s for s in e["runs"] if s.record.is_file()]
+        found = [s for s in e["runs"] if s.files.record.is_file()]
         for side, metric in e["metrics"].items():
             values = []
             for s in found:
                 try:
-                    record = json.loads(s.record.read_text())
+                    record = json.loads(s.files.record.read_text())
                 except (OSError, json.JSONDecodeError) as err:
-                    raise ArtifactError(s.record, f"unreadable run record ({err})") from None
+                    raise ArtifactError(s.files.record, f"unreadable run record ({err})") from None
                 if metric in record and record[metric] is not None:
                     values.append(float(record[metric]))
             e["values"][side] = values
         if e["runs"] and not found:
             e["note"] = "not run yet"
-        e["link"] = str(found[0].dir / "live" / "params.yaml") if found else ""
+        e["link"] = str(found[0].files.live / "params.yaml") if found else ""
     return entries
 
 
@@ -150,8 +150,8 @@ def own_by_length(entries: list[dict]) -> dict:
         if e["task"] != "expr" or e["origin"] != "own":
             continue
         for s in e["runs"]:
-            if s.evaluation.is_file():
-                frame = read_frame(s.evaluation, ("split", "length", "accuracy"), text=("split",))
+            if s.files.evaluation.is_file():
+                frame = read_frame(s.files.evaluation, ("split", "length", "accuracy"), text=("split",))
                 for row in frame.to_dict("records"):
                     key = (row["split"], int(row["length"]))
                     out.setdefault(e["model"], {}).setdefault(key, []).append(float(row["accuracy"]))

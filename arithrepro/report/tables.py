@@ -59,7 +59,7 @@ def wanted_runs(params: dict, tasks: list[str]) -> pd.DataFrame:
     the working directory; a missing one is named with the DVC stage that writes it."""
     from arithrepro.tasks.registry import TASKS
 
-    wanted = {name: [spec.record for spec in TASKS[name].runs(params)] for name in tasks}
+    wanted = {name: [run.files.record for run in TASKS[name].runs(params)] for name in tasks}
     try:
         return collect_runs(Path("metrics"), tasks, wanted)
     except FileNotFoundError as err:

@@ -19,11 +19,13 @@ Optional, for progress bars and `arithrepro estimate`: generate_count, eval_coun
 sample_batches. A `StreamTask` (abacus, looped) draws fresh samples every step: it provides
 train_sampler(params, device) instead of train_batches.
 
-Every task lists its runs, `runs(params)` (RunSpec: model, label, seed, group; in dvc.yaml's
-order, each a cell of a train stage), and builds one for training, `build(spec, params,
-placement)` (arithrepro/runner.py trains it); a grid task has both already. modular and charlm
-score their runs as they train and write their records in `publish`; their setting is one
-run's configuration, and they build the registry models they name in `own_models`.
+Every task lists its runs, `runs(params)` (arithrepro/runs.py's Run: model, label, seed,
+group; in dvc.yaml's order, each a cell of a train stage), and says how one is built: its
+`data`, `architecture`, `loop` settings and `reads` (runs.build assembles them, the same for
+every task; arithrepro/runner.py trains it); a grid task has all of them already. modular and
+charlm score their runs as they train: they return their records' fields from `record` (and
+modular its curve from `curve`), which the runner writes; their setting is one run's
+configuration, and they build the registry models they name in `own_models`.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from arithrepro.models.forms import meeting, refusal
-from arithrepro.models.registry import MODELS, build_model
-from arithrepro.runs import Built, Placement, RunSpec
+from arithrepro.models.registry import MODELS
+from arithrepro.runs import Built, Data, Run
+from arithrepro.runs import data_dir as data_dir_of
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.train.batches import StreamBatches
-from arithrepro.train.config import TrainConfig
 
 
 def train_schema(**extra) -> dict:
@@ -140,22 +142,43 @@ class Task(ABC):
         one setting: the params of a grid task, one run's configuration of the others."""
 
     @abstractmethod
-    def runs(self, params: dict) -> list[RunSpec]:
+    def runs(self, params: dict) -> list[Run]:
         """Every training run these params ask for, in dvc.yaml's order; read through
         `params_reads.unrecorded`, so listing them reads nothing."""
 
+    # How a run is built (runs.build calls these in this order, from the reads its DVC stage
+    # lists; the model is initialized from the run's seed after the data's draws)
     @abstractmethod
-    def build(self, spec: RunSpec, params: dict, where: Placement) -> Built:
-        """One run ready to train, built from what the params say of it (the reads its DVC
-        stage lists)."""
+    def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
+        """What the run trains and validates on. trial: without the files earlier stages write,
+        on data made in memory with the same shapes (`arithrepro estimate` times runs so)."""
 
-    def trial(self, spec: RunSpec, params: dict, where: Placement) -> Built:
-        """The run built without the files earlier stages write, for timing it before they
-        exist (`arithrepro estimate`); a task that makes its data in memory builds it as is."""
-        return self.build(spec, params, where)
+    @abstractmethod
+    def architecture(self, run: Run, params: dict, data: Data | None) -> dict:
+        """What model.pt stores beside the weights, and the builder's arguments: {model (the
+        registry's), size, dropout, dims, and form where the model meets the task through an
+        adapter, or the vocabulary the task decodes with}."""
 
-    def publish(self, spec: RunSpec, built: Built, result: dict, record: dict, params: dict) -> None:
-        """After train.json: the files the task's reports read, if the run writes more."""
+    @abstractmethod
+    def loop(self, run: Run, params: dict, data: Data | None) -> dict:
+        """The training loop's settings (train/config.py's TrainConfig fields), but the seed
+        and the placement's, which runs.settings adds."""
+
+    @abstractmethod
+    def reads(self, run: Run, params: dict, arch: dict, cfg) -> dict:
+        """The params the run's result depends on (provenance, dvclive's params, the resume
+        fingerprint)."""
+
+    def record(self, run: Run, built: Built, result: dict, summary: dict, params: dict) -> dict | None:
+        """A task scored as it trains: its record's fields after the head (Run.head; the runner
+        adds the provenance last), from the training's result and its summary (train.json's
+        fields). None: the run is scored after training (the evaluate stage)."""
+        return None
+
+    def curve(self, run: Run, result: dict):
+        """A task scored as it trains: the table of its scores at every evaluation (a
+        DataFrame, written to Files.curve), or None."""
+        return None
 
 
 class GridTask(Task):
@@ -182,72 +205,54 @@ class GridTask(Task):
     def evaluate(self, model, params: dict, data_dir: Path, device, progress=None):
         """(metrics, rows): the run record's scores and the per-problem (or per-cell) rows."""
 
-    def cell(self, params: dict, model: str, size: str, seed: int, precision: str,
-             graphs: bool = False):
-        """A cell's architecture {model, size, dropout, dims} and its training loop's config:
-        <task>.train, and the model's lr, dropout and size. The one
-        place a grid cell's TrainConfig is made: the train stage and `arithrepro estimate`
-        use it."""
-        loop = params[self.name]["train"]
-        m = params["models"][model]
-        cfg = TrainConfig(lr=float(m["lr"]), seed=seed, optimizer=loop["optimizer"],
-                          schedule=loop["schedule"], warmup_frac=float(loop["warmup_frac"]),
-                          weight_decay=float(loop["weight_decay"]), restore_best=loop["keep"] == "best",
-                          # the progressive loss exits a looped block early: only a model
-                          # whose block loops (abacus) has exits to train
-                          progressive=bool(loop.get("progressive", False)) and MODELS[model].loops,
-                          val_every=loop["val_every"], checkpoint_every=loop["checkpoint_every"],
-                          eval_batch_size=4 * loop["batch_size"], precision=precision,
-                          compile=params["compile"], micro_batches=int(m["micro_batches"]),
-                          graphs=graphs)
-        arch = {"model": model, "size": architecture(params, model, size),
-                "dropout": float(m["dropout"]), "dims": self.dims(params),
-                "form": self.form_for(model)}
-        return arch, cfg
-
-    def runs(self, params: dict) -> list[RunSpec]:
+    def runs(self, params: dict) -> list[Run]:
         p = params[self.name]
-        return [RunSpec(self.name, model, size, seed)
+        return [Run(self.name, model, size, seed)
                 for model in p["models"] for size in p["sizes"] for seed in p["seeds"]]
 
-    def build(self, spec: RunSpec, params: dict, where: Placement) -> Built:
+    def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
+        """The data stage's files; trial: batches made in memory (`sample_batches`), the
+        validation set one evaluation batch of them, scored as often as the split's size."""
+        import torch
+
+        if not trial:
+            data_dir = data_dir_of(self.name)
+            return Data(self.train_batches(params, data_dir, run.seed, device),
+                        self.valid_set(params, data_dir, device),
+                        files=sorted(p for p in data_dir.rglob("*") if p.is_file()))
+        batches = self.sample_batches(params, run.seed, device)
+        batch = params[self.name]["train"]["batch_size"]
+        rows = self.valid_count(params)
+        parts = [batches(i) for i in range(-(-min(4 * batch, rows) // batch))]
+        x, y, mask = (torch.cat(t) for t in zip(*parts))
+        return Data(batches, ((lambda idx: (x[idx % len(x)], y[idx % len(x)], mask[idx % len(x)])),
+                              rows))
+
+    def architecture(self, run: Run, params: dict, data: Data | None = None) -> dict:
+        m = params["models"][run.model]
+        return {"model": run.model, "size": architecture(params, run.model, run.label),
+                "dropout": float(m["dropout"]), "dims": self.dims(params),
+                "form": self.form_for(run.model)}
+
+    def loop(self, run: Run, params: dict, data: Data | None = None) -> dict:
+        """<task>.train, and the model's lr and micro-batches."""
+        loop = params[self.name]["train"]
+        m = params["models"][run.model]
+        return dict(lr=float(m["lr"]), optimizer=loop["optimizer"], schedule=loop["schedule"],
+                    warmup_frac=float(loop["warmup_frac"]),
+                    weight_decay=float(loop["weight_decay"]), restore_best=loop["keep"] == "best",
+                    # the progressive loss exits a looped block early: only a model whose
+                    # block loops (abacus) has exits to train
+                    progressive=bool(loop.get("progressive", False)) and MODELS[run.model].loops,
+                    val_every=loop["val_every"], checkpoint_every=loop["checkpoint_every"],
+                    eval_batch_size=4 * loop["batch_size"], micro_batches=int(m["micro_batches"]))
+
+    def reads(self, run: Run, params: dict, arch: dict, cfg) -> dict:
+        """The model, the loop, its budget (batch size, epochs or steps) and the data."""
         from dataclasses import asdict
 
-        data_dir = Path("data") / self.name
-        arch, cfg = self.cell(params, spec.model, spec.label, spec.seed, where.precision,
-                              where.graphs)
-        batches = self.train_batches(params, data_dir, spec.seed, where.device)
-        valid = self.valid_set(params, data_dir, where.device)
-        net = self._net(spec, arch, where)
-        # the model, the loop, its budget (batch size, epochs or steps) and the data
-        read = {"arch": arch, "loop": asdict(cfg), "budget": params[self.name]["train"],
+        return {"arch": arch, "loop": asdict(cfg), "budget": params[self.name]["train"],
                 "data": params[self.name]["data"]}
-        return Built(net, arch, batches, valid, cfg, read,
-                     sorted(p for p in data_dir.rglob("*") if p.is_file()))
-
-    def trial(self, spec: RunSpec, params: dict, where: Placement) -> Built:
-        """The cell built on batches made in memory (`sample_batches`), its validation set the
-        validation split's size of them."""
-        import torch
-
-        arch, cfg = self.cell(params, spec.model, spec.label, spec.seed, where.precision,
-                              where.graphs)
-        batches = self.sample_batches(params, spec.seed, where.device)
-        rows, batch = self.valid_count(params), params[self.name]["train"]["batch_size"]
-        parts = [batches(i) for i in range(-(-min(cfg.eval_batch_size, rows) // batch))]
-        x, y, mask = (torch.cat(t) for t in zip(*parts))
-        valid = (lambda idx: (x[idx % len(x)], y[idx % len(x)], mask[idx % len(x)])), rows
-        return Built(self._net(spec, arch, where), arch, batches, valid, cfg, {})
-
-    @staticmethod
-    def _net(spec: RunSpec, arch: dict, where: Placement):
-        """The cell's model, initialized from its seed, on its device."""
-        import torch
-
-        torch.manual_seed(spec.seed)
-        net = build_model(spec.model, arch["size"], dropout=arch["dropout"], form=arch["form"],
-                          **arch["dims"])
-        return net.to(where.device)
 
     def generate_count(self, params: dict) -> int | None:
         """Problems generate() writes (a progress bar's total; None: unknown)."""

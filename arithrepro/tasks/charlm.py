@@ -27,13 +27,12 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from arithrepro.models.registry import MODELS, build_model
-from arithrepro.runs import Built, Placement, RunSpec
+from arithrepro.models.registry import MODELS
+from arithrepro.runs import Built, Data, Run, data_dir
 from arithrepro.schema import (ParamsError, check_schema, choice, fail, integer, list_of,
                                number)
 from arithrepro.tasks.base import Task
 from arithrepro.train.batches import EpochBatches
-from arithrepro.train.config import TrainConfig
 
 SOURCES = ("python-docs", "arithmetic", "tinystories", "file")
 TINYSTORIES = "roneneldan/TinyStories"
@@ -241,12 +240,12 @@ def split(n: int, val_frac: float, seed: int):
 
 
 @dataclass(frozen=True)
-class Data:
+class Chunks:
     train: object  # (N, seq_length + 1) LongTensors
     val: object
 
     @classmethod
-    def of(cls, ids, seq_length: int, val_frac: float, seed: int, device) -> "Data":
+    def of(cls, ids, seq_length: int, val_frac: float, seed: int, device) -> "Chunks":
         chunks = chunk(ids, seq_length)
         tr, va = split(len(chunks), val_frac, seed)
         return cls(chunks[tr].to(device), chunks[va].to(device))
@@ -262,17 +261,17 @@ class Data:
 
 # --- runs and params -----------------------------------------------------------------------
 
-def runs(params: dict) -> list[RunSpec]:
+def runs(params: dict) -> list[Run]:
     """models x schedules x seeds, in dvc.yaml's order (train-charlm); a run's label is its
     schedule's name."""
     m = params["charlm"]
-    return [RunSpec("charlm", name, schedule, seed)
+    return [Run("charlm", name, schedule, seed)
             for name in m["models"] for schedule in m["schedules"] for seed in m["seeds"]]
 
 
-def run_arch(params: dict, spec: RunSpec) -> tuple[str, dict]:
+def run_arch(params: dict, run: Run) -> tuple[str, dict]:
     """(the registry's model, its architecture fields) of a run."""
-    arch = params["charlm"]["architectures"][spec.model]
+    arch = params["charlm"]["architectures"][run.model]
     return arch["model"], {k: v for k, v in arch.items() if k != "model"}
 
 
@@ -413,52 +412,65 @@ class CharLMTask(Task):
         return {"vocab_size": setting["vocab_size"], "max_len": setting["seq_length"],
                 "pad_id": -1}  # no padding
 
-    def runs(self, params: dict) -> list[RunSpec]:
+    def runs(self, params: dict) -> list[Run]:
         return runs(params)
 
-    def build(self, spec: RunSpec, params: dict, where: Placement) -> Built:
-        data_dir = Path("data") / "charlm"
-        text, vocab, _ = read_corpus(data_dir)
-        return self._built(spec, params, where, vocab.encode(text), vocab,
-                           [data_dir / "corpus.txt"])
-
-    def trial(self, spec: RunSpec, params: dict, where: Placement) -> Built:
-        """On random characters: the real corpus may be out of reach, and the vocabulary only
-        sizes the embedding and the output layer."""
+    def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
+        """The corpus in chunks of the schedule's length; trial: random characters of a
+        96-character vocabulary instead (the real corpus may be out of reach, and the
+        vocabulary only sizes the embedding and the output layer)."""
         import torch
 
-        ids = torch.randint(len(TIMING_VOCAB.chars), (params["charlm"]["corpus"]["chars"],),
-                            generator=torch.Generator().manual_seed(0))
-        return self._built(spec, params, where, ids, TIMING_VOCAB, [])
-
-    def _built(self, spec: RunSpec, params: dict, where: Placement, ids, vocab, files) -> Built:
-        net, model, size, dims, data, cfg, batches, valid = setup_run(
-            spec, params, ids, vocab.size, where)
         m = params["charlm"]
-        arch = {"model": model, "size": size, "dropout": float(m["train"]["dropout"]),
-                "dims": dims, "vocab": vocab.chars}
-        read = {"model": model, "size": size, "schedule": m["schedule"][spec.label],
-                "seed": spec.seed, "train": m["train"], "corpus": m["corpus"]}
-        counts = {"train_chunks": len(data.train), "val_chunks": len(data.val)}
-        return Built(net, arch, batches, valid, cfg, read, files, counts)
+        if trial:
+            ids = torch.randint(len(TIMING_VOCAB.chars), (m["corpus"]["chars"],),
+                                generator=torch.Generator().manual_seed(0))
+            vocab, files = TIMING_VOCAB, []
+        else:
+            text, vocab, _ = read_corpus(data_dir("charlm"))
+            ids, files = vocab.encode(text), [data_dir("charlm") / "corpus.txt"]
+        sched = m["schedule"][run.label]
+        chunks = Chunks.of(ids, sched["seq_length"], m["corpus"]["val_frac"], m["corpus"]["seed"],
+                           device)
+        batches = EpochBatches(lambda idx: Chunks.batch(chunks.train, idx), len(chunks.train),
+                               m["train"]["batch_size"], 1, run.seed, device, steps=sched["steps"])
+        return Data(batches, (lambda idx: Chunks.batch(chunks.val, idx), len(chunks.val)),
+                    facts={"vocab": vocab}, files=files,
+                    notes={"train_chunks": len(chunks.train), "val_chunks": len(chunks.val)})
 
-    def publish(self, spec: RunSpec, built: Built, result: dict, record: dict, params: dict) -> None:
-        """metrics/charlm/runs/<run>.json: final and best validation loss, bits per character,
-        parameters, train_seconds, tokens/s."""
+    def architecture(self, run: Run, params: dict, data: Data | None) -> dict:
+        m = params["charlm"]
+        model, size = run_arch(params, run)
+        vocab = data.facts["vocab"]
+        dims = self.dims({"vocab_size": vocab.size,
+                          "seq_length": m["schedule"][run.label]["seq_length"]})
+        return {"model": model, "size": size, "dropout": float(m["train"]["dropout"]),
+                "dims": dims, "vocab": vocab.chars}
+
+    def loop(self, run: Run, params: dict, data: Data | None) -> dict:
+        """The source's Adam at a constant rate, the last state kept."""
+        t = params["charlm"]["train"]
+        return dict(lr=float(t["lr"]), optimizer="adam", schedule="constant", warmup_frac=0.0,
+                    val_every=t["eval_every"], checkpoint_every=t["checkpoint_every"],
+                    validate_epochs=False, restore_best=False, eval_batch_size=256)
+
+    def reads(self, run: Run, params: dict, arch: dict, cfg) -> dict:
+        m = params["charlm"]
+        return {"model": arch["model"], "size": arch["size"], "schedule": m["schedule"][run.label],
+                "seed": run.seed, "train": m["train"], "corpus": m["corpus"]}
+
+    def record(self, run: Run, built: Built, result: dict, summary: dict, params: dict) -> dict:
+        """Final and best validation loss, bits per character, parameters, train_seconds,
+        tokens/s (metrics/charlm/runs/<run>.json)."""
         import math
 
-        from arithrepro.io import write_json
-
         final = float(result["val_curve"][-1]["val_loss"])
-        write_json(spec.record, {
-            "task": "charlm", "model": spec.model, "size": spec.label, "seed": spec.seed,
-            "params": record["params"], "seq_length": built.read["schedule"]["seq_length"],
-            "steps": result["steps"], "final_val_loss": final,
-            "best_val_loss": result["best_val_loss"], "best_step": result["best_step"],
-            "final_bpc": final / math.log(2), "best_bpc": result["best_val_loss"] / math.log(2),
-            "train_seconds": result["train_seconds"], "tokens_per_s": result["tokens_per_s"],
-            "vocab_size": built.arch["dims"]["vocab_size"], **built.extra,
-            "provenance": record["provenance"]})
+        return {"params": summary["params"], "seq_length": built.read["schedule"]["seq_length"],
+                "steps": result["steps"], "final_val_loss": final,
+                "best_val_loss": result["best_val_loss"], "best_step": result["best_step"],
+                "final_bpc": final / math.log(2), "best_bpc": result["best_val_loss"] / math.log(2),
+                "train_seconds": result["train_seconds"], "tokens_per_s": result["tokens_per_s"],
+                "vocab_size": built.arch["dims"]["vocab_size"], **built.data.notes}
 
 
 class _Architectures:
@@ -472,7 +484,7 @@ class _Architectures:
 
 
 TASK = CharLMTask()
-# a vocabulary of 96 characters for timing runs before the corpus exists (CharLMTask.trial)
+# a vocabulary of 96 characters for timing runs before the corpus exists (CharLMTask.data, trial)
 TIMING_VOCAB = Vocab([chr(32 + i) for i in range(96)])
 
 
@@ -501,30 +513,6 @@ def read_corpus(data_dir: Path):
                            hashlib.sha256(corpus.encode()).hexdigest()}:
         raise ArtifactError(text, f"its sha256 is not the one in {meta}")
     return corpus, Vocab(m["vocab"]), m
-
-
-def setup_run(spec: RunSpec, params: dict, ids, vocab_size: int, where: Placement):
-    """A run, ready to train on the corpus `ids`: (model, its registry name and size, dims, data,
-    loop config, batches, validation set)."""
-    import torch
-
-    m = params["charlm"]
-    t, sched = m["train"], m["schedule"][spec.label]
-    model, size = run_arch(params, spec)
-    data = Data.of(ids, sched["seq_length"], m["corpus"]["val_frac"], m["corpus"]["seed"],
-                   where.device)
-    torch.manual_seed(spec.seed)
-    dims = TASK.dims({"vocab_size": vocab_size, "seq_length": sched["seq_length"]})
-    net = build_model(model, size, dropout=float(t["dropout"]), **dims).to(where.device)
-    cfg = TrainConfig(lr=float(t["lr"]), seed=spec.seed, optimizer="adam", schedule="constant",
-                      warmup_frac=0.0, val_every=t["eval_every"],
-                      checkpoint_every=t["checkpoint_every"], validate_epochs=False,
-                      restore_best=False, eval_batch_size=256, precision=where.precision,
-                      compile=where.compile, graphs=where.graphs)
-    batches = EpochBatches(lambda idx: Data.batch(data.train, idx), len(data.train),
-                           t["batch_size"], 1, spec.seed, where.device, steps=sched["steps"])
-    return (net, model, size, dims, data, cfg, batches,
-            (lambda idx: Data.batch(data.val, idx), len(data.val)))
 
 
 # --- samples (charlm-sample) ---------------------------------------------------------------
@@ -563,7 +551,7 @@ def sample_prompt(s: dict, vocab: Vocab, generator):
     return vocab.encode(s["prompt"], "charlm.sample.prompt")
 
 
-def draw_sample(net, spec: RunSpec, params: dict, vocab: Vocab):
+def draw_sample(net, run: Run, params: dict, vocab: Vocab):
     """(prompt ids, generated ids, rule) of one run: a generator seeded by charlm.sample.seed
     draws the start token (prompt null), then the characters (rule softmax)."""
     import torch
@@ -571,11 +559,11 @@ def draw_sample(net, spec: RunSpec, params: dict, vocab: Vocab):
     from arithrepro.decoding import sample
 
     s = params["charlm"]["sample"]
-    arch = run_arch(params, spec)[0]
-    rule = sample_rule(params, spec.model)
+    arch = run_arch(params, run)[0]
+    rule = sample_rule(params, run.model)
     generator = torch.Generator().manual_seed(s["seed"])
     prompt = sample_prompt(s, vocab, generator)
-    block = params["charlm"]["schedule"][spec.label]["seq_length"]
+    block = params["charlm"]["schedule"][run.label]["seq_length"]
     context = block if MODELS[arch].context == "max_len" else None
     drawn = sample(net, prompt, sample_chars(s, arch), s["temperature"], generator, context,
                    greedy=rule == "greedy")

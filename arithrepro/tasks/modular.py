@@ -17,15 +17,12 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
-from arithrepro.models.registry import build_model
 from arithrepro.params_reads import peek
-from arithrepro.runs import Built, Placement, RunSpec
+from arithrepro.runs import Built, Data, Run
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.tasks.base import Task
 from arithrepro.train.batches import EpochBatches
-from arithrepro.train.config import TrainConfig
 
 OPERATORS = ("+", "-", "*", "/")
 STUDIES = ("sanity", "data", "orders", "size", "compute", "regularization")
@@ -169,8 +166,8 @@ class Split:
     order: object  # (N,) each sample's order
 
 
-class Data:
-    """One cell's data: every sample, split by the seed, on the device; evaluate(model) scores
+class Splits:
+    """One run's data: every sample, split by the seed, on the device; evaluate(model) scores
     both sets in full (the fit loop's validation hook)."""
 
     def __init__(self, config: dict, seed: int, device):
@@ -260,22 +257,22 @@ def label(study: str, swept: dict) -> str:
                     if swept else "")
 
 
-def study_runs(params: dict, study: str) -> list[RunSpec]:
+def study_runs(params: dict, study: str) -> list[Run]:
     """The runs of a study, in dvc.yaml's order (models, then the swept values in the order of
     SWEEPS[study], then seeds); a run's setting holds its swept values."""
     s = params["modular"]["studies"][study]
     keys = SWEEPS[study]
-    return [RunSpec("modular", model, label(study, dict(zip(keys, values))), seed, group=study,
+    return [Run("modular", model, label(study, dict(zip(keys, values))), seed, group=study,
                     setting=dict(zip(keys, values)))
             for model in s["models"]
             for values in itertools.product(*(s["sweep"][k] for k in keys))
             for seed in s["seeds"]]
 
 
-def run_config(params: dict, spec: RunSpec) -> dict:
+def run_config(params: dict, run: Run) -> dict:
     """A run's configuration: base, its study's `set`, its swept values."""
     m = params["modular"]
-    return {**m["base"], **m["studies"][spec.group]["set"], **spec.setting}
+    return {**m["base"], **m["studies"][run.group]["set"], **run.setting}
 
 
 # --- params ----------------------------------------------------------------------------------
@@ -389,7 +386,7 @@ class ModularTask(Task):
                       "seed": ref(f"{s}.seeds")}
             params = ["modular.base", f"{s}.set"] + ([f"{s}.budgets"] if study == "compute" else [])
             out.append(train_stage(f"train-modular-{study}", run, matrix, params, deps=[],
-                                   outs=(str(run.record), str(curve_path(run))),
+                                   outs=(str(run.record), str(run.curve)),
                                    family="train-modular"))
         study = ref("modular.attention.study")
         out.append(Stage("modular-attention", "modular-attention", "modular",
@@ -430,35 +427,50 @@ class ModularTask(Task):
                     f"{' or '.join(map(str, c['orders']))} operands below p = {p}"
                     + (", divisors nonzero" if divide else "") + f" (the {a['study']} study's data)")
 
-    def data(self, config: dict, seed: int, device) -> Data:
-        return Data(config, seed, device)
-
     def dims(self, config: dict) -> dict:
         v = Vocab(config["p"], config["operator"])
         return {"vocab_size": v.size, "max_len": 2 * max(config["orders"]) + 2, "pad_id": v.pad}
 
-    def runs(self, params: dict) -> list[RunSpec]:
+    def runs(self, params: dict) -> list[Run]:
         return [run for study in STUDIES for run in study_runs(params, study)]
 
-    def build(self, spec: RunSpec, params: dict, where: Placement) -> Built:
-        c = run_config(params, spec)
-        net, size, dims, data, cfg, batches = cell(spec, c, where)
-        arch = {"model": spec.model, "size": size, "dropout": float(c["dropout"]), "dims": dims,
-                "vocab": Vocab(c["p"], c["operator"]).tokens()}
-        read = {"model": spec.model, "seed": spec.seed, "config": c}
-        return Built(net, arch, batches, data.evaluate, cfg, read)
+    def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
+        """The study's splits, made in memory (a trial's are the run's own); the loop validates
+        by scoring both in full."""
+        c = run_config(params, run)
+        splits = Splits(c, run.seed, device)
+        train = splits.splits["train"]
+        batches = EpochBatches(lambda idx: (train.x[idx], train.y[idx], train.mask[idx]),
+                               len(train.x), c["batch_size"], 1, run.seed, device,
+                               steps=c["steps"])
+        return Data(batches, splits.evaluate, facts={"outputs_from": splits.outputs_from})
 
-    def publish(self, spec: RunSpec, built: Built, result: dict, record: dict, params: dict) -> None:
-        """The study's record (metrics/modular/runs/<study>/<run>.json: the source's metrics
-        from the evaluation curve, per order when orders are mixed, and within each budget of
-        the compute study) and the curve itself (plots/modular/curves/<study>/<run>.csv)."""
-        import pandas as pd
+    def architecture(self, run: Run, params: dict, data: Data | None) -> dict:
+        c = run_config(params, run)
+        size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"],
+                "norm": c["norm"]}
+        return {"model": run.model, "size": size, "dropout": float(c["dropout"]),
+                "dims": self.dims(c), "vocab": Vocab(c["p"], c["operator"]).tokens()}
 
-        from arithrepro.io import write_frame, write_json
+    def loop(self, run: Run, params: dict, data: Data | None) -> dict:
+        """The source's AdamW, its schedule and clipping; the loss and the validation from the
+        first scored position (the data's) on."""
+        c = run_config(params, run)
+        return dict(lr=float(c["lr"]), optimizer="adamw", schedule=c["schedule"],
+                    warmup_frac=float(c["warmup_frac"]), beta2=float(c["beta2"]),
+                    eps=float(c["eps"]), weight_decay=float(c["weight_decay"]),
+                    grad_clip=float(c["grad_clip"]), val_every=c["eval_every"],
+                    checkpoint_every=c["checkpoint_every"], validate_epochs=False,
+                    restore_best=False, outputs_from=data.facts["outputs_from"])
 
+    def reads(self, run: Run, params: dict, arch: dict, cfg) -> dict:
+        return {"model": run.model, "seed": run.seed, "config": run_config(params, run)}
+
+    def record(self, run: Run, built: Built, result: dict, summary: dict, params: dict) -> dict:
+        """The source's metrics from the evaluation curve, per order when orders are mixed,
+        and within each budget of the compute study (metrics/modular/runs/<study>/<run>.json)."""
         c, curve = built.read["config"], result["val_curve"]
-        out = {"task": "modular", "model": spec.model, "size": spec.label, "seed": spec.seed,
-               "params": record["params"] - embedding_params(built.net),
+        out = {"params": summary["params"] - embedding_params(built.net),
                **{k: v for k, v in c.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
                **curve_metrics(curve)}
         orders = sorted(c["orders"])
@@ -475,40 +487,16 @@ class ModularTask(Task):
                 out[f"{split}_fallback"] = fell
         out.update(param_norm=curve[-1]["param_norm"], train_seconds=result["train_seconds"],
                    s_per_step=result["train_seconds"] / max(result["steps"], 1))
-        has_budgets = "budgets" in peek(params, "modular", "studies", spec.group)
-        for alpha in params["modular"]["studies"][spec.group]["budgets"] if has_budgets else []:
+        has_budgets = "budgets" in peek(params, "modular", "studies", run.group)
+        for alpha in params["modular"]["studies"][run.group]["budgets"] if has_budgets else []:
             out.update(curve_metrics(curve, upto=int(alpha * c["steps"]), prefix=f"a{alpha:g}_"))
-        out["provenance"] = record["provenance"]
-        write_frame(curve_path(spec), pd.DataFrame(curve).drop(columns="epoch"))
-        write_json(spec.record, out)
+        return out
+
+    def curve(self, run: Run, result: dict):
+        """Both sets' scores at every evaluation (`dvc plots` overlays train and validation)."""
+        import pandas as pd
+
+        return pd.DataFrame(result["val_curve"]).drop(columns="epoch")
 
 
 TASK = ModularTask()
-
-
-def curve_path(spec: RunSpec) -> Path:
-    """A run's evaluation curve (a table: `dvc plots` overlays its train and validation columns)."""
-    return Path("plots") / "modular" / "curves" / spec.group / f"{spec.name}.csv"
-
-
-def cell(spec: RunSpec, c: dict, where: Placement):
-    """A study's run, ready to train: (model, its size, dims, data, loop config, batches);
-    `build` and `arithrepro estimate` both build runs here."""
-    import torch
-
-    data = TASK.data(c, spec.seed, where.device)
-    torch.manual_seed(spec.seed)
-    dims = TASK.dims(c)
-    size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"], "norm": c["norm"]}
-    net = build_model(spec.model, size, dropout=float(c["dropout"]), **dims).to(where.device)
-    cfg = TrainConfig(lr=float(c["lr"]), seed=spec.seed, optimizer="adamw", schedule=c["schedule"],
-                      warmup_frac=float(c["warmup_frac"]), beta2=float(c["beta2"]), eps=float(c["eps"]),
-                      weight_decay=float(c["weight_decay"]), grad_clip=float(c["grad_clip"]),
-                      val_every=c["eval_every"], checkpoint_every=c["checkpoint_every"],
-                      validate_epochs=False, restore_best=False, outputs_from=data.outputs_from,
-                      precision=where.precision, compile=where.compile, graphs=where.graphs)
-    train = data.splits["train"]
-    batches = EpochBatches(lambda idx: (train.x[idx], train.y[idx], train.mask[idx]),
-                           len(train.x), c["batch_size"], 1, spec.seed, where.device,
-                           steps=c["steps"])
-    return net, size, dims, data, cfg, batches
