@@ -87,7 +87,7 @@ def time_steps(model, batches, cfg, warmup: int, timed: int, spec=None) -> float
     quick = replace(cfg, val_every=0, validate_epochs=False, restore_best=False,
                     checkpoint_every=clock.steps + 1)
     with tempfile.TemporaryDirectory() as tmp:
-        fit(model, clock, lambda m: {"val_loss": 0.0}, quick, Path(tmp) / "checkpoint.pt",
+        fit(model, clock, lambda m: {"val_loss": 0.0}, quick, Path(tmp) / "timed.ckpt",
             "estimate", spec=spec, progress=False)
     return clock.seconds / timed
 

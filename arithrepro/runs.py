@@ -20,6 +20,11 @@ def data_dir(task: str) -> Path:
     return DATA / task
 
 
+def runs_dir(task: str, within: str = "") -> Path:
+    """The folder of a task's runs (`within`: of a benchmark's, or of one study's)."""
+    return RUNS / task / within
+
+
 def records_dir(task: str, home: str = "") -> Path:
     """The records of a task's runs (a benchmark's under `home`)."""
     return METRICS / task / (home or "runs")
@@ -45,7 +50,7 @@ class Files:
 
     @property
     def dir(self) -> Path:
-        return RUNS / self.task / self.home / self.group / self.name
+        return runs_dir(self.task, self.home) / self.group / self.name
 
     @property
     def model(self) -> Path:

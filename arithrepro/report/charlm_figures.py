@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 
 import pandas as pd
 
 from arithrepro.report.plotting import (PALETTE, STYLE, pyplot, read_csv, save, seed_note,
                                        seeds_per_cell, seed_spread, shade_spread)
+from arithrepro.runs import RUNS, Files, run_name
 
 
 def _si(x: float) -> str:
@@ -64,7 +64,6 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
     """plots/charlm/loss_curves.png: every run's training loss (a running mean over about 2 %
     of the steps, the raw values faint) and validation loss, one panel per seq_length. A run
     trained with several seeds is drawn as their mean, its validation loss shaded ± std."""
-    live = Path(runs_dir) / "charlm"
     runs = summary.sort_values(["seq_length", "params"])
     lengths = sorted(runs["seq_length"].unique())
     models = list(dict.fromkeys(runs["model"]))
@@ -76,7 +75,7 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
         for ax, T in zip(axes[0], lengths):
             for (model, size), seeds in runs[runs["seq_length"] == T].groupby(["model", "size"],
                                                                               sort=False):
-                train, val = _seed_curves(live, model, size, seeds["seed"])
+                train, val = _seed_curves(Path(runs_dir), model, size, seeds["seed"])
                 train["loss"] = train["loss"] / LN2   # nats to bits per character
                 for col in ("mean", "low", "high"):
                     val[col] = val[col] / LN2
@@ -106,14 +105,15 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
         return [save(plt, fig, Path(out_dir) / "loss_curves.png")]
 
 
-def _seed_curves(live: Path, model: str, size: str, seeds):
+def _seed_curves(runs_dir: Path, model: str, size: str, seeds):
     """A run's training loss, mean over its seeds per step, and its validation loss as a
     seed_spread frame (step, n, mean, low, high: mean ± std), from each run's dvclive series
-    (runs/charlm/<run>/live/plots/metrics/{train,val}/loss.tsv)."""
-    names = [f"{model}-{size}-{int(seed)}" for seed in seeds]
+    (<run's live folder>/plots/metrics/{train,val}/loss.tsv), its folder under `runs_dir`."""
+    names = [run_name(model, size, int(seed)) for seed in seeds]
 
     def series(name: str, kind: str) -> pd.DataFrame:
-        return read_csv(live / name / "live" / "plots" / "metrics" / kind / "loss.tsv",
+        live = runs_dir / Files("charlm", name).live.relative_to(RUNS)
+        return read_csv(live / "plots" / "metrics" / kind / "loss.tsv",
                         {"step", "loss"}, f"train --task charlm {name}")
 
     train = pd.concat([series(n, "train") for n in names])

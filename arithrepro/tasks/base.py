@@ -37,6 +37,7 @@ from arithrepro.models.forms import meeting, refusal
 from arithrepro.models.registry import MODELS
 from arithrepro.runs import Built, Data, Run
 from arithrepro.runs import data_dir as data_dir_of
+from arithrepro.runs import records_dir
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.train.batches import StreamBatches
 
@@ -116,7 +117,7 @@ class Task(ABC):
 
     @property
     def record_dirs(self) -> list[str]:
-        return [f"metrics/{self.name}/runs"]
+        return [str(records_dir(self.name))]
 
     @property
     def tables(self) -> list[str]:

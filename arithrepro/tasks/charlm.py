@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arithrepro.models.registry import MODELS
-from arithrepro.runs import Built, Data, Run, data_dir
+from arithrepro.runs import Built, Data, Run, data_dir, runs_dir
 from arithrepro.schema import (ParamsError, check_schema, choice, fail, integer, list_of,
                                number)
 from arithrepro.tasks.base import Task
@@ -356,7 +356,7 @@ class CharLMTask(Task):
                   params=[*models, "charlm.architectures", "charlm.schedule", "charlm.sample",
                           "charlm.attention"],
                   outs=["metrics/charlm/samples.md", "plots/charlm/attention"],
-                  deps=["data/charlm", "runs/charlm"]),
+                  deps=[str(data_dir("charlm")), str(runs_dir("charlm"))]),
             Stage("charlm-compute", "charlm-compute", "charlm",
                   params=["device", "charlm.architectures", "charlm.schedules", "charlm.schedule",
                           "charlm.compute"],

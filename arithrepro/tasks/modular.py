@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from arithrepro.params_reads import peek
-from arithrepro.runs import Built, Data, Run
+from arithrepro.runs import Built, Data, Run, records_dir, runs_dir
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.tasks.base import Task
 from arithrepro.train.batches import EpochBatches
@@ -366,7 +366,7 @@ class ModularTask(Task):
 
     @property
     def record_dirs(self) -> list[str]:
-        return [f"metrics/modular/runs/{study}" for study in STUDIES]
+        return [str(records_dir("modular") / study) for study in STUDIES]
 
     @property
     def tables(self) -> list[str]:
@@ -392,7 +392,7 @@ class ModularTask(Task):
         out.append(Stage("modular-attention", "modular-attention", "modular",
                          params=["modular.base", f"modular.studies.{study}.set", "modular.attention"],
                          outs=["plots/modular/attention"],
-                         deps=[f"metrics/modular/runs/{study}", f"runs/modular/{study}"],
+                         deps=[str(records_dir("modular") / study), str(runs_dir("modular", study))],
                          note="the attention maps of the best run of modular.attention.study"))
         return out
 

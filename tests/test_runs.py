@@ -1,0 +1,102 @@
+"""One run shape for every task: where a run's files live is said once (arithrepro/runs.py), the
+dvc.yaml a task declares names the same files its runs write, every task's runs are built by
+runs.build, and every record starts with the run's head and ends with its provenance."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from arithrepro import config
+from arithrepro.runs import Files, Placement, Run, build, run_name, settings
+from arithrepro.tasks.registry import TASKS
+
+ROOT = Path(__file__).resolve().parents[1]
+# the names of a run's files: spelled in runs.py only
+FILE_NAMES = ("model.pt", "train.json", "checkpoint.pt")
+
+
+def _code():
+    for folder in ("arithrepro", "stages"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path.name != "runs.py":
+                yield path
+
+
+@pytest.mark.parametrize("path", list(_code()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_but_runs_spells_a_runs_files(path):
+    strings = [n.value for n in ast.walk(ast.parse(path.read_text()))
+               if isinstance(n, ast.Constant) and isinstance(n.value, str)
+               and not (n.value.count("\n") or " " in n.value)]   # not docstrings or messages
+    assert not [s for s in strings if any(s.endswith(f) for f in FILE_NAMES)], path.name
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    return config.compose(["profile=smoke"], ROOT / "conf")
+
+
+def _filled(text: str, values: dict) -> str:
+    return re.sub(r"\$\{item\.(\w+)\}", lambda m: str(values[m.group(1)]), text)
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_the_train_stage_declares_the_files_its_runs_write(task, smoke):
+    """Each run's cell of its train stage, its placeholders filled with the run's values,
+    names the run's own files: what DVC records is what the runner writes."""
+    import yaml
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    runs = TASKS[task].runs(smoke)
+    assert runs
+    for run in runs[:3]:
+        trains = [s for s in stages.values() if f"train --task {task} " in s["cmd"]]
+        files = run.files
+        wanted = {str(files.model), str(files.summary), f"{files.live}/metrics.json"}
+        found = False
+        for stage in trains:
+            values = {"model": run.model, "seed": run.seed, "size": run.label,
+                      "schedule": run.label, **run.setting}
+            try:
+                outs = {_filled(o if isinstance(o, str) else next(iter(o)), values)
+                        for o in stage["outs"]}
+            except KeyError:
+                continue
+            found = found or wanted <= outs
+        assert found, (run.name, wanted)
+
+
+def test_a_runs_name_and_folders():
+    run = Run("modular", "gpt-sin", "size.L3d64", 42, group="size")
+    assert run.name == run_name("gpt-sin", "size.L3d64", 42) == "gpt-sin-size.L3d64-42"
+    f = run.files
+    assert f == Files("modular", run.name, "size")
+    assert (f.dir.as_posix(), f.model.name, f.record.as_posix(), f.curve.as_posix()) == (
+        "runs/modular/size/gpt-sin-size.L3d64-42", "model.pt",
+        "metrics/modular/runs/size/gpt-sin-size.L3d64-42.json",
+        "plots/modular/curves/size/gpt-sin-size.L3d64-42.csv")
+    bench = Run("looped", "gpt", "small", 0, home="bench").files
+    assert (bench.dir.as_posix(), bench.record.as_posix(), bench.evaluation.as_posix()) == (
+        "runs/looped/bench/gpt-small-0", "metrics/looped/bench/gpt-small-0.json",
+        "plots/looped/bench/gpt-small-0.csv")
+    assert run.head() == {"task": "modular", "model": "gpt-sin", "size": "size.L3d64", "seed": 42}
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_every_task_builds_its_runs_the_same_way(task, smoke):
+    """runs.build makes the first run of every task (on data made in memory): the model its
+    architecture names, initialized from the run's seed, and the loop runs.settings makes."""
+    import torch
+
+    t = TASKS[task]
+    run = t.runs(smoke)[0]
+    where = Placement("cpu", "fp32", False)
+    a, b = (build(t, run, smoke, where, trial=True) for _ in range(2))
+    for (k, x), y in zip(a.net.state_dict().items(), b.net.state_dict().values()):
+        assert torch.equal(x, y), k
+    assert a.cfg.seed == run.seed and a.cfg.precision == "fp32"
+    if t.grid:
+        assert settings(t, run, smoke, where) == (a.arch, a.cfg)
+    x, y, mask = a.data.batches(0)
+    assert x.shape[0] == y.shape[0] == mask.shape[0] > 0
