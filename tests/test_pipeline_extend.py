@@ -28,23 +28,28 @@ def test_the_checklist_is_at_most_five_edits():
     assert 3 <= len(checklist()) <= 5
 
 
+def add_task(here: Path, name: str) -> None:
+    """The checklist's three edits, for the toy task tests/extend/<name>.py."""
+    # 1. the task's module
+    shutil.copy(EXTEND / f"{name}.py", here / "arithrepro" / "tasks" / f"{name}.py")
+    # 2. its line in the task registry
+    registry = here / "arithrepro" / "tasks" / "registry.py"
+    text = registry.read_text()
+    assert "looped, modular\n" in text and '    "charlm": charlm.TASK,' in text
+    registry.write_text(text.replace("looped, modular\n", f"looped, modular, {name}\n")
+                        .replace('    "charlm": charlm.TASK,',
+                                 f'    "charlm": charlm.TASK,\n    "{name}": {name}.TASK,'))
+    # 3. its block in conf/config.yaml (no profile changes it)
+    with open(here / "conf" / "config.yaml", "a") as f:
+        f.write((EXTEND / f"{name}.yaml").read_text())
+
+
 def test_a_new_task_runs_through_the_real_stages(tmp_path):
     here = make_clone(tmp_path)
     env = {"PYTHONPATH": str(here)}   # the clone's package, which holds the new task
     sh(["arithrepro", "compose-params", "profile=smoke"], here)
     before = set(sh(["dvc", "stage", "list", "--name-only"], here).split())
-    # 1. the task's module
-    shutil.copy(EXTEND / "subtraction.py", here / "arithrepro" / "tasks" / "subtraction.py")
-    # 2. its line in the task registry
-    registry = here / "arithrepro" / "tasks" / "registry.py"
-    text = registry.read_text()
-    assert "looped, modular\n" in text and '    "charlm": charlm.TASK,' in text
-    registry.write_text(text.replace("looped, modular\n", "looped, modular, subtraction\n")
-                        .replace('    "charlm": charlm.TASK,',
-                                 '    "charlm": charlm.TASK,\n    "subtraction": subtraction.TASK,'))
-    # 3. its block in conf/config.yaml (no profile changes it)
-    with open(here / "conf" / "config.yaml", "a") as f:
-        f.write((EXTEND / "subtraction.yaml").read_text())
+    add_task(here, "subtraction")
     # the generated files: dvc.yaml from the registries, params.yaml from conf/
     sh(["arithrepro", "pipeline"], here, **env)
     sh(["arithrepro", "compose-params", "profile=smoke"], here, **env)
@@ -68,3 +73,29 @@ def test_a_new_task_runs_through_the_real_stages(tmp_path):
     assert (here / "runs" / "subtraction" / cell / "live" / "metrics.json").is_file()
     # the summary names the new task's runs among the params it reads
     assert "subtraction.models" in (here / "dvc.yaml").read_text()
+
+
+def test_a_new_task_scored_as_it_trains_runs_through_the_real_stages(tmp_path):
+    """The same checklist for a task whose runs are scored as they train (like modular and
+    charlm): its one training stage writes each run's record and curve, its report reads them."""
+    here = make_clone(tmp_path)
+    env = {"PYTHONPATH": str(here)}
+    sh(["arithrepro", "compose-params", "profile=smoke"], here)
+    before = set(sh(["dvc", "stage", "list", "--name-only"], here).split())
+    add_task(here, "running")
+    sh(["arithrepro", "pipeline"], here, **env)
+    sh(["arithrepro", "compose-params", "profile=smoke"], here, **env)
+
+    cell, run = "gpt-sin-0", "gpt-sin-base-0"
+    stages = set(sh(["dvc", "stage", "list", "--name-only"], here).split())
+    assert stages - before == {f"train-running@{cell}", "report-running"}
+    out = sh(["dvc", "repro", "report-running"], here, **env)
+    assert ran_stages(out) == {"code-deps", f"train-running@{cell}", "report-running"}
+    record = json.loads((here / "metrics" / "running" / "runs" / f"{run}.json").read_text())
+    assert list(record)[:4] == ["task", "model", "size", "seed"] and list(record)[-1] == "provenance"
+    assert record["task"] == "running" and record["steps"] == 24 and 0 <= record["val_acc"] <= 1
+    curve = (here / "plots" / "running" / "curves" / f"{run}.csv").read_text().splitlines()
+    assert curve[0].split(",")[:3] == ["step", "val_loss", "val_acc"] and len(curve) == 1 + 3
+    assert (here / "runs" / "running" / run / "model.pt").is_file()
+    table = (here / "metrics" / "running.md").read_text()
+    assert table.startswith("### running") and "| gpt-sin" in table and "val_acc" in table

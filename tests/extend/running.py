@@ -1,0 +1,113 @@
+"""running: the running sum of a digit string mod m, at every position; a toy task scored as it
+trains (like modular and charlm), added to a clone by tests/test_pipeline_extend.py through the
+checklist of docs/design.md ("Add a task").
+
+Every run draws its training and validation strings from its seed, in memory; the loop scores
+the validation set every `eval_every` steps (loss and exact-position accuracy), and the run's
+record is read off that curve.
+"""
+
+from __future__ import annotations
+
+from arithrepro.runs import Built, Data, Run
+from arithrepro.schema import choice, integer, list_of, number
+from arithrepro.tasks.base import Task
+from arithrepro.train.batches import EpochBatches
+
+
+def strings(n: int, length: int, modulus: int, generator):
+    """Digit strings (n, length) and their running sums mod `modulus`."""
+    import torch
+
+    x = torch.randint(0, modulus, (n, length), generator=generator)
+    return x, x.cumsum(1) % modulus
+
+
+class Scorer:
+    """The validation set, scored in full: mean loss and the share of positions right."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __call__(self, model) -> dict:
+        import torch
+        import torch.nn.functional as F
+
+        with torch.no_grad():
+            logits = model(self.x)
+        loss = F.cross_entropy(logits.flatten(0, 1), self.y.flatten())
+        return {"val_loss": float(loss), "val_acc": float((logits.argmax(-1) == self.y).float().mean())}
+
+
+class RunningTask(Task):
+    name = "running"
+    own_models = ("gpt-sin",)
+    title = "running sums mod m, a toy task scored as it trains"
+    headline = ("val_acc",)
+    run_keys = ("models", "seeds")
+
+    @classmethod
+    def params_schema(cls) -> dict:
+        return {"models": list_of(choice(*cls.own_models)), "seeds": list_of(integer(0)),
+                "base": {"modulus": integer(2), "length": integer(1), "n_train": integer(1),
+                         "n_valid": integer(1), "d_model": integer(1), "layers": integer(1),
+                         "heads": integer(1), "lr": number(0, lo_open=True),
+                         "batch_size": integer(1), "steps": integer(1),
+                         "eval_every": integer(1)}}
+
+    def dims(self, setting: dict) -> dict:
+        return {"vocab_size": setting["modulus"] + 1, "max_len": setting["length"],
+                "pad_id": setting["modulus"]}
+
+    def runs(self, params: dict) -> list[Run]:
+        p = params["running"]
+        return [Run(self.name, model, "base", seed) for model in p["models"] for seed in p["seeds"]]
+
+    def stages(self) -> list:
+        from arithrepro.dvcfile import placeholders, ref, train_stage
+
+        run = placeholders(self.name, "base")
+        return [train_stage("train-running", run, {"model": ref("running.models"),
+                                                    "seed": ref("running.seeds")},
+                            ["running.base"], deps=[], outs=(str(run.record), str(run.curve)))]
+
+    def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
+        import torch
+
+        b = params["running"]["base"]
+        g = torch.Generator().manual_seed(run.seed)
+        x, y = strings(b["n_train"], b["length"], b["modulus"], g)
+        vx, vy = strings(b["n_valid"], b["length"], b["modulus"], g)
+        x, y, vx, vy = (t.to(device) for t in (x, y, vx, vy))
+        mask = torch.ones_like(y, dtype=torch.bool)
+        batches = EpochBatches(lambda idx: (x[idx], y[idx], mask[idx]), len(x), b["batch_size"],
+                               1, run.seed, device, steps=b["steps"])
+        return Data(batches, Scorer(vx, vy))
+
+    def architecture(self, run: Run, params: dict, data: Data | None) -> dict:
+        b = params["running"]["base"]
+        return {"model": run.model, "dropout": 0.0, "dims": self.dims(b),
+                "size": {"d_model": b["d_model"], "layers": b["layers"], "heads": b["heads"]}}
+
+    def loop(self, run: Run, params: dict, data: Data | None) -> dict:
+        b = params["running"]["base"]
+        return dict(lr=b["lr"], optimizer="adam", schedule="constant", warmup_frac=0.0,
+                    val_every=b["eval_every"], checkpoint_every=b["eval_every"],
+                    validate_epochs=False, restore_best=False)
+
+    def reads(self, run: Run, params: dict, arch: dict, cfg) -> dict:
+        return {"model": run.model, "seed": run.seed, "base": params["running"]["base"]}
+
+    def record(self, run: Run, built: Built, result: dict, summary: dict, params: dict) -> dict:
+        last = result["val_curve"][-1]
+        return {"params": summary["params"], "steps": result["steps"], "val_acc": last["val_acc"],
+                "val_loss": last["val_loss"], "best_val_loss": result["best_val_loss"],
+                "train_seconds": result["train_seconds"]}
+
+    def curve(self, run: Run, result: dict):
+        import pandas as pd
+
+        return pd.DataFrame(result["val_curve"]).drop(columns="epoch")
+
+
+TASK = RunningTask()
