@@ -63,11 +63,11 @@ def task_report(params: dict, tasks: list[str]) -> dict:
     from arithrepro.findings.registry import FINDINGS
     from arithrepro.report.results import collect
     from arithrepro.report.tables import wanted_runs
-    from arithrepro.tasks.registry import TASKS
+    from arithrepro.tasks.registry import REPORTS
 
     df = wanted_runs(params, tasks)
     found = {n: verdicts(FINDINGS.get(n, ()), df[df["task"] == n], params) for n in tasks}
-    data = collect(df, {n: (TASKS[n].headline, TASKS[n].headline_sizes) for n in tasks}, [],
+    data = collect(df, {n: REPORTS[n] for n in tasks}, [],
                    params["profile"], found)
     origin = {k: sorted({str(v) for v in df[k].dropna()}) for k in ("machine", "cpu_capability",
                                                                        "threads") if k in df}

@@ -35,6 +35,8 @@ HEADER = """\
 
 def grid_stages(task) -> list[Stage]:
     """generate, train and evaluate: the cells <task>.models x <task>.sizes x <task>.seeds."""
+    from arithrepro.tasks.registry import STAGES
+
     t = task.name
     axes = {"model": ref(f"{t}.models"), "size": ref(f"{t}.sizes"), "seed": ref(f"{t}.seeds")}
     run = placeholders(t, item("size"))
@@ -43,7 +45,7 @@ def grid_stages(task) -> list[Stage]:
         Stage(f"generate-{t}", "generate-datasets", t, args=f"--task {t}",
               params=[f"{t}.data"], outs=[f"data/{t}"]),
         train_stage(f"train-{t}", run, axes, deps=[f"data/{t}"],
-                    params=[*(f"{t}.{block}" for block in task.train_blocks), f"{model}.lr",
+                    params=[*(f"{t}.{block}" for block in STAGES[t].train_blocks), f"{model}.lr",
                             f"{model}.dropout", f"{model}.micro_batches",
                             f"{model}.sizes.{item('size')}"]),
         Stage(f"evaluate-{t}", "evaluate", t, matrix=axes,
@@ -58,7 +60,7 @@ def bench_stages(task, model: str) -> list[Stage]:
     """The benchmark's cells of one task and one model of another form (arithrepro/bench.py):
     train and evaluate over bench.seeds, at the size bench.sizes names for the model."""
     from arithrepro.models.registry import MODELS
-    from arithrepro.tasks.base import budget_task
+    from arithrepro.tasks.registry import STAGES, budget_task
 
     t, spec = task.name, MODELS[model]
     size = ref(f"bench.sizes.{model}")
@@ -66,7 +68,7 @@ def bench_stages(task, model: str) -> list[Stage]:
     axes = {"seed": ref("bench.seeds")}
     m = f"models.{model}"
     # a width a task's budget sets (<budget_task>.model) is read by the models it sizes only
-    blocks = [b for b in task.train_blocks if b != "model"]
+    blocks = [b for b in STAGES[t].train_blocks if b != "model"]
     budget = [f"{budget_task(model)}.model"] if spec.budget_fields else []
     return [
         train_stage(f"train-bench-{t}-{model}", run, axes, deps=[f"data/{t}"],
@@ -78,7 +80,7 @@ def bench_stages(task, model: str) -> list[Stage]:
               args=f"--task {t} {run.name} --bench",
               params=["device", "cpu", f"{t}.data", f"{t}.eval"],
               outs=[str(run.record)],
-              plots=[{str(run.evaluation): _one_y(spec)} for p in task.plots
+              plots=[{str(run.evaluation): _one_y(spec)} for p in STAGES[t].plots
                      for path, spec in p.items() if path == f"plots/{t}/eval"],
               deps=[f"data/{t}", str(run.model), str(run.summary)], models=(model,)),
     ]
@@ -108,25 +110,26 @@ def llm_stage() -> Stage:
 
 def report_stage(task) -> Stage:
     from arithrepro.report.figures import FIGURES
+    from arithrepro.tasks.registry import STAGES, records, tables
 
     figures = FIGURES.get(task.name)
     return Stage(f"report-{task.name}", "report", task.name, args=f"--task {task.name}",
-                 params=[f"{task.name}.{key}" for key in task.run_keys],
-                 outs=[*task.tables, *(figures.writes if figures else ())],
-                 deps=[*task.record_dirs, *(figures.reads if figures else ())])
+                 params=[f"{task.name}.{key}" for key in STAGES[task.name].run_keys],
+                 outs=[*tables(task.name), *(figures.writes if figures else ())],
+                 deps=[*records(task.name), *(figures.reads if figures else ())])
 
 
 def stages() -> list[tuple[str, list[Stage]]]:
     """(section title, its stages), in dvc.yaml's order."""
     from arithrepro.findings.registry import READS
     from arithrepro.report.figures import FIGURES
-    from arithrepro.tasks.registry import TASKS
+    from arithrepro.tasks.registry import STAGES, TASKS, records
 
     out = [("code — what each stage runs", [
         Stage("code-deps", "code-deps", None, outs=["code-deps"])])]
     for name, task in TASKS.items():
-        family = grid_stages(task) if task.grid else task.stages()
-        out.append((f"{name} — {task.title}", [*family, report_stage(task)]))
+        family = grid_stages(task) if task.grid else STAGES[name].make()
+        out.append((f"{name} — {STAGES[name].title}", [*family, report_stage(task)]))
     from arithrepro.bench import pairs
     from arithrepro.tasks.registry import GRID_TASKS
 
@@ -136,23 +139,23 @@ def stages() -> list[tuple[str, list[Stage]]]:
         llm_stage(),
         Stage("report-bench", "report-bench", None,
               params=["bench", "llm.endpoints",
-                      *(f"{n}.{key}" for n, t in GRID_TASKS.items() for key in t.run_keys)],
+                      *(f"{n}.{key}" for n in GRID_TASKS for key in STAGES[n].run_keys)],
               outs=["metrics/bench.md", "plots/bench/grid.png"],
               deps=[*(f"metrics/{n}" for n in GRID_TASKS), "plots/expr/eval"])]))
-    run_keys = [f"{n}.{key}" for n, t in TASKS.items() for key in t.run_keys]
+    run_keys = [f"{n}.{key}" for n in TASKS for key in STAGES[n].run_keys]
     out.append(("summary — every task's records in one table, the headline numbers, the results "
                 "page", [
         Stage("aggregate-tables", "aggregate-tables", None, params=run_keys,
               outs=["metrics/summary.json", "metrics/summary.csv"],
               metrics=["metrics/headline.json"],
-              deps=[d for t in TASKS.values() for d in t.record_dirs]),
+              deps=[d for n in TASKS for d in records(n)]),
         # git-tracked, so that a web view of the repository shows the results
         Stage("results", "results", None,
               params=["profile", "claims.targets", *run_keys,
                       *(f"{n}.{k}" for n, keys in READS.items() for k in keys)],
               outs=[{path: {"cache": False}} for path in
                     ("docs/results.md", "docs/results.json", "docs/results")],
-              deps=[*(d for t in TASKS.values() for d in t.record_dirs),
+              deps=[*(d for n in TASKS for d in records(n)),
                     *(f for f in FIGURES.values() for f in f.shown),
                     # the claims ledger, and the claims a named target tested (claims.py)
                     "claims", "docs/modular-source.json"])]))
@@ -164,13 +167,13 @@ def plots() -> list:
     figures and its other images (the benchmark's and the LLM's scores by length are their
     stages' own plots)."""
     from arithrepro.report.figures import FIGURES
-    from arithrepro.tasks.registry import TASKS
+    from arithrepro.tasks.registry import STAGES
 
     out = []
-    for name, task in TASKS.items():
-        out += task.plots
-    for name, task in TASKS.items():
-        out += [*(FIGURES[name].writes if name in FIGURES else ()), *task.images]
+    for declared in STAGES.values():
+        out += declared.plots
+    for name, declared in STAGES.items():
+        out += [*(FIGURES[name].writes if name in FIGURES else ()), *declared.images]
     return [*out, "plots/bench/grid.png"]
 
 

@@ -15,7 +15,7 @@ def aggregate_tables(params_path: str) -> None:
     """Collect the run records of every task into one summary.
 
     Reads the record of every run the params ask for, metrics/<task>/runs/[<study>/]<run>.json
-    (params: the lists that name each task's runs, `Task.run_keys`). Writes
+    (params: the lists that name each task's runs, STAGES' `run_keys`). Writes
     metrics/headline.json (each task's headline metrics, mean and std over seeds per model and
     size: what `dvc metrics show` and `dvc exp show` display), metrics/summary.json
     ({task: {"<model>-<size>-<seed>": {metric: value}}}) and metrics/summary.csv (one row per
@@ -23,10 +23,9 @@ def aggregate_tables(params_path: str) -> None:
     """
     from arithrepro import config
     from arithrepro.report.tables import describe, wanted_runs, write_summary
-    from arithrepro.tasks.registry import TASKS
+    from arithrepro.tasks.registry import REPORTS, TASKS
 
     params = config.load(params_path)
     df = wanted_runs(params, list(TASKS))
-    headline = {name: (t.headline, t.headline_sizes) for name, t in TASKS.items()}
-    written = write_summary(METRICS, df, headline)
+    written = write_summary(METRICS, df, REPORTS)
     done(f"aggregate-tables: {describe(df, list(TASKS), written)}")

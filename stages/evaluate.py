@@ -37,7 +37,7 @@ def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
     from arithrepro.models.registry import load_model
     from arithrepro.provenance import provenance
     from arithrepro.runner import write_record
-    from arithrepro.tasks.registry import TASKS
+    from arithrepro.tasks.registry import REPORTS, TASKS
 
     from arithrepro import bench as benchmark
     from arithrepro import runs
@@ -71,6 +71,7 @@ def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
     fields["eval_seconds"] = time.perf_counter() - t0
     write_frame(files.evaluation, pd.DataFrame(rows))
     record = write_record(files.record, run, fields, origin)
-    shown = ", ".join(f"{k} {100 * record[k]:.2f} %" for k in t.headline if k in record)
+    shown = ", ".join(f"{k} {100 * record[k]:.2f} %" for k in REPORTS[task].headline
+                      if k in record)
     done(f"evaluate {task} {'bench ' if bench else ''}{run.name}: {shown} in "
          f"{record['eval_seconds']:.1f} s")

@@ -59,7 +59,7 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     from arithrepro.findings.registry import FINDINGS
     from arithrepro.report.figures import FIGURES
     from arithrepro.report.tables import wanted_runs
-    from arithrepro.tasks.registry import TASKS
+    from arithrepro.tasks.registry import REPORTS, TASKS
 
     params = config.load(params_path)
     df = wanted_runs(params, list(TASKS))
@@ -72,7 +72,7 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     judged = {n: claims.ledger_rows(ledgers[n], claims.verdicts(
         ledgers[n], df[df["task"] == n], findings[n], params["profile"], elsewhere, targets))
         for n in TASKS}
-    data = collect(df, {n: (t.headline, t.headline_sizes) for n, t in TASKS.items()}, origins,
+    data = collect(df, REPORTS, origins,
                    params["profile"], findings, judged)
     data["targets"] = list(targets)
     shutil.rmtree(DOCS / "results", ignore_errors=True)   # figures of tasks no longer shown go

@@ -10,6 +10,7 @@ import torch
 from arithrepro.models.forms import ADAPTERS, FORMS, PairsAsTokens, meeting
 from arithrepro.models.registry import MODELS, build_model, load_model, spec_of
 from arithrepro.schema import ParamsError
+from arithrepro.tasks.base import form_for
 from arithrepro.tasks.registry import GRID_TASKS, TASKS, cross_models, models_of
 from tests.helpers import CONTRACT_SIZES
 
@@ -60,7 +61,7 @@ def test_a_pair_outside_a_tasks_own_grid_is_refused_in_one_line(params, task, mo
 @pytest.mark.parametrize("task,model", [("expr", "looped"), ("abacus", "standard")])
 def test_a_model_that_cannot_take_a_tasks_samples_is_not_built_for_it(task, model):
     with pytest.raises(TypeError, match=f"model {model} takes pairs.*task {task} offers"):
-        TASKS[task].form_for(model)
+        form_for(TASKS[task], model)
 
 
 def test_a_model_that_sees_both_ways_gets_no_token_adapter(monkeypatch):

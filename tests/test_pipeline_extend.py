@@ -35,10 +35,11 @@ def add_task(here: Path, name: str) -> None:
     # 2. its line in the task registry
     registry = here / "arithrepro" / "tasks" / "registry.py"
     text = registry.read_text()
-    assert "looped, modular\n" in text and '    "charlm": charlm.TASK,' in text
-    registry.write_text(text.replace("looped, modular\n", f"looped, modular, {name}\n")
-                        .replace('    "charlm": charlm.TASK,',
-                                 f'    "charlm": charlm.TASK,\n    "{name}": {name}.TASK,'))
+    assert "looped, modular\n" in text and '\n    "charlm": charlm,' in text
+    lines = text.replace("looped, modular\n", f"looped, modular, {name}\n").split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith('    "charlm": charlm,'))
+    lines.insert(at + 1, f'    "{name}": {name},')
+    registry.write_text("\n".join(lines))
     # 3. its block in conf/config.yaml (no profile changes it)
     with open(here / "conf" / "config.yaml", "a") as f:
         f.write((EXTEND / f"{name}.yaml").read_text())

@@ -24,7 +24,7 @@ def grid(params: dict) -> list[dict]:
     from arithrepro import bench
     from arithrepro.models.forms import meeting, refusal
     from arithrepro.models.registry import MODELS
-    from arithrepro.tasks.registry import GRID_TASKS, models_of
+    from arithrepro.tasks.registry import GRID_TASKS, REPORTS, models_of
 
     out = []
     models = [m for m, s in MODELS.items() if s.grid]
@@ -36,7 +36,7 @@ def grid(params: dict) -> list[dict]:
             met = meeting(spec, task.forms)
             entry = {"task": name, "model": model, "size": size, "form": met and met[0],
                      "adapter": bool(met and met[1]), "origin": "", "runs": [],
-                     "metrics": dict(zip(SIDES, task.headline)), "values": {}, "note": ""}
+                     "metrics": dict(zip(SIDES, REPORTS[name].headline)), "values": {}, "note": ""}
             if met is None:
                 entry["note"] = refusal(name, task.forms, model, spec)
             elif model in models_of(task):

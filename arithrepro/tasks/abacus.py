@@ -17,6 +17,7 @@ import numpy as np
 from arithrepro.models.registry import MODELS
 from arithrepro.schema import ParamsError, boolean, integer, list_of
 from arithrepro.tasks.base import StreamTask
+from arithrepro.tasks.declared import Report, Stages, Takes
 
 VOCAB = list("0123456789-+*=$")
 PLUS, EQ, END = VOCAB.index("+"), VOCAB.index("="), VOCAB.index("$")
@@ -114,19 +115,11 @@ def text_to_digits(text, width: int):
 
 class AbacusTask(StreamTask):
     name = "abacus"
-    decodes = True
     vocab = VOCAB
     pad_id = PAD
     stop_id = END
     forms = ("digit-tokens", "tokens")
     precision = "mixed"
-    title = "Abacus embeddings and depth for addition beyond the training length"
-    train_blocks = ("data", "model", "train")
-    sizes_models = ("abacus",)   # abacus.model: the Abacus decoder's width, on every task
-    plots = ({"plots/abacus/eval": {"x": "n1", "y": "n2",
-                                    "template": "conf/plot_templates/digit_grid.json",
-                                    "x_label": "digits of the first operand",
-                                    "y_label": "digits of the second operand"}},)
 
     @classmethod
     def params_schema(cls) -> dict:
@@ -356,3 +349,11 @@ class AbacusTask(StreamTask):
 
 
 TASK = AbacusTask()
+STAGES = Stages("Abacus embeddings and depth for addition beyond the training length",
+                train_blocks=("data", "model", "train"),
+                plots=({"plots/abacus/eval": {"x": "n1", "y": "n2",
+                                              "template": "conf/plot_templates/digit_grid.json",
+                                              "x_label": "digits of the first operand",
+                                              "y_label": "digits of the second operand"}},))
+REPORT = Report(("id_acc", "ood_acc"))
+TAKES = Takes(decodes=True, budgets=("abacus",))   # abacus.model: the Abacus decoder's width

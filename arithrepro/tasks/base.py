@@ -25,7 +25,11 @@ group; in dvc.yaml's order, each a cell of a train stage), and says how one is b
 every task; arithrepro/runner.py trains it); a grid task has all of them already. modular and
 charlm score their runs as they train: they return their records' fields from `record` (and
 modular its curve from `curve`), which the runner writes; their setting is one run's
-configuration, and they build the registry models they name in `own_models`.
+configuration, and they build the registry models their TAKES names (`own`).
+
+What a task declares beside its data and scoring, its part of dvc.yaml, what its reports lead
+with and which models it takes, is in tasks/declared.py, defined in the task's module beside
+`TASK`.
 """
 
 from __future__ import annotations
@@ -37,7 +41,6 @@ from arithrepro.models.forms import meeting, refusal
 from arithrepro.models.registry import MODELS
 from arithrepro.runs import Built, Data, Run
 from arithrepro.runs import data_dir as data_dir_of
-from arithrepro.runs import records_dir
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.train.batches import StreamBatches
 
@@ -60,16 +63,13 @@ def _size_name(key, value) -> None:
         fail(key, value, "a size name")
 
 
-def budget_task(model: str) -> str | None:
-    """The grid task whose <task>.model block sets `model`'s budget fields (it names the model
-    in `sizes_models`; the task registry checks there is one)."""
-    def tasks(cls):
-        for sub in cls.__subclasses__():
-            yield sub
-            yield from tasks(sub)
-
-    owners = {t.name for t in tasks(GridTask) if model in t.sizes_models}
-    return min(owners) if owners else None
+def form_for(task, model: str) -> str:
+    """The form of samples `model` is given on `task` (an adapter's where it takes another);
+    TypeError in one line where it cannot take the task's."""
+    met = meeting(MODELS[model], task.forms)
+    if met is None:
+        raise TypeError(refusal(task.name, task.forms, model, MODELS[model]))
+    return met[0]
 
 
 def architecture(params: dict, model: str, size: str) -> dict:
@@ -77,6 +77,8 @@ def architecture(params: dict, model: str, size: str) -> dict:
     <task>.model (the abacus width), on whichever task the model trains."""
     arch = dict(params["models"][model]["sizes"][size])
     if MODELS[model].budget_fields:
+        from arithrepro.tasks.registry import budget_task
+
         budget = params[budget_task(model)]["model"]
         arch.update({k: budget[k] for k in MODELS[model].budget_fields})
     return arch
@@ -86,47 +88,9 @@ class Task(ABC):
     name = ""
     forms: tuple[str, ...] = ("tokens",)   # what it can give a model, the first preferred
     grid = False      # a grid task's runs are train/evaluate cells over models x sizes x seeds
-    own_models: tuple[str, ...] = ()  # registry models (sizes="run") its runs configure
-    needs_cost = False  # its models must declare a cost formula
-    decodes = False   # generates token by token (needs models that declare `decodes`)
     # the precision the source trained in on a GPU (params precision: auto follows it):
     # fp32, or mixed (bf16 autocast where the GPU has it, else fp16 with a gradient scaler)
     precision = "fp32"
-    # The numbers a reader compares first (metrics/headline.json, mean and std over seeds per
-    # model and size; a grid stage's summary line), and the sizes they are taken over (a regular
-    # expression; empty: every size).
-    headline: tuple[str, ...] = ()
-    headline_sizes = ""
-    # Its part of dvc.yaml (arithrepro/pipeline.py): the section's title; the <task> keys that
-    # name its runs (what its report and the summary read them by); where its records are;
-    # the tables its report writes; dvc.yaml's plot definitions of its folders of plot data
-    # (one plot per file) and its images written by stages other than its report.
-    title = ""
-    run_keys: tuple[str, ...] = ()
-    plots: tuple[dict, ...] = ()
-    images: tuple[str, ...] = ()
-
-    @classmethod
-    def form_for(cls, model: str) -> str:
-        """The form of samples `model` is given (an adapter's where it takes another);
-        TypeError in one line where it cannot take this task's."""
-        met = meeting(MODELS[model], cls.forms)
-        if met is None:
-            raise TypeError(refusal(cls.name, cls.forms, model, MODELS[model]))
-        return met[0]
-
-    @property
-    def record_dirs(self) -> list[str]:
-        return [str(records_dir(self.name))]
-
-    @property
-    def tables(self) -> list[str]:
-        return [f"metrics/{self.name}.md"]
-
-    def stages(self) -> list:
-        """Its stages before its report (arithrepro/dvcfile.py's Stage); a grid task's are
-        made for it (pipeline.grid_stages)."""
-        raise NotImplementedError(f"task {self.name}: declares no stages")
 
     @classmethod
     @abstractmethod
@@ -184,11 +148,6 @@ class Task(ABC):
 
 class GridTask(Task):
     grid = True   # trained and scored as <task>.models x <task>.sizes x <task>.seeds cells
-    headline = ("id_acc", "ood_acc")
-    run_keys = ("models", "sizes", "seeds")
-    train_blocks: tuple[str, ...] = ("data", "train")   # the <task> blocks its cells train on
-    # the registry models whose budget fields its <task>.model block sets, on every task
-    sizes_models: tuple[str, ...] = ()
 
     @abstractmethod
     def generate(self, params: dict, out_dir: Path, progress=None) -> str:
@@ -233,7 +192,7 @@ class GridTask(Task):
         m = params["models"][run.model]
         return {"model": run.model, "size": architecture(params, run.model, run.label),
                 "dropout": float(m["dropout"]), "dims": self.dims(params),
-                "form": self.form_for(run.model)}
+                "form": form_for(self, run.model)}
 
     def loop(self, run: Run, params: dict, data: Data | None = None) -> dict:
         """<task>.train, and the model's lr and micro-batches."""
@@ -297,6 +256,8 @@ class GridTask(Task):
                     raise ParamsError(f"{cls.name}.sizes: {size!r} is not a size of {model}; "
                                       f"allowed: {', '.join(known)} (models.{model}.sizes)")
                 if MODELS[model].budget_fields:
+                    from arithrepro.tasks.registry import budget_task
+
                     MODELS[model].check_size(f"{budget_task(model)}.model",
                                              architecture(params, model, size))
 

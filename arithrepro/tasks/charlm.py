@@ -32,6 +32,7 @@ from arithrepro.runs import Built, Data, Run, data_dir, runs_dir
 from arithrepro.schema import (ParamsError, check_schema, choice, fail, integer, list_of,
                                number)
 from arithrepro.tasks.base import Task
+from arithrepro.tasks.declared import Report, Stages, Takes
 from arithrepro.train.batches import EpochBatches
 
 SOURCES = ("python-docs", "arithmetic", "tinystories", "file")
@@ -328,41 +329,6 @@ def _schedules(key: str, value) -> None:
 
 class CharLMTask(Task):
     name = "charlm"
-    headline = ("final_bpc",)
-    decodes = True
-    own_models = OWN_MODELS
-    needs_cost = True   # the compute table prices every model by its formula
-    title = "RNN, GRU and transformer character LMs, and what they cost"
-    run_keys = ("models", "schedules", "seeds")
-    images = ("plots/charlm/attention",)
-
-    def stages(self) -> list:
-        """The corpus; a run per model x schedule x seed; samples and attention maps of every
-        run; the compute table (each architecture's cost, timed)."""
-        from arithrepro.dvcfile import Stage, item, placeholders, ref, train_stage
-
-        run = placeholders("charlm", item("schedule"))
-        models = "charlm.models", "charlm.schedules", "charlm.seeds"
-        return [
-            Stage("charlm-corpus", "charlm-corpus", "charlm", params=["charlm.corpus"],
-                  outs=["data/charlm"]),
-            train_stage("train-charlm", run,
-                        {"model": ref("charlm.models"), "schedule": ref("charlm.schedules"),
-                         "seed": ref("charlm.seeds")},
-                        [f"charlm.architectures.{item('model')}",
-                         f"charlm.schedule.{item('schedule')}", "charlm.train", "charlm.corpus"],
-                        deps=["data/charlm"], outs=(str(run.record),)),
-            Stage("charlm-sample", "charlm-sample", "charlm",
-                  params=[*models, "charlm.architectures", "charlm.schedule", "charlm.sample",
-                          "charlm.attention"],
-                  outs=["metrics/charlm/samples.md", "plots/charlm/attention"],
-                  deps=[str(data_dir("charlm")), str(runs_dir("charlm"))]),
-            Stage("charlm-compute", "charlm-compute", "charlm",
-                  params=["device", "charlm.architectures", "charlm.schedules", "charlm.schedule",
-                          "charlm.compute"],
-                  outs=["metrics/charlm/compute.csv", "metrics/charlm/compute.md"],
-                  deps=["data/charlm"]),
-        ]
 
     @classmethod
     def params_schema(cls) -> dict:
@@ -484,6 +450,43 @@ class _Architectures:
 
 
 TASK = CharLMTask()
+
+
+def stages() -> list:
+    """The corpus; a run per model x schedule x seed; samples and attention maps of every
+    run; the compute table (each architecture's cost, timed)."""
+    from arithrepro.dvcfile import Stage, item, placeholders, ref, train_stage
+
+    run = placeholders("charlm", item("schedule"))
+    models = "charlm.models", "charlm.schedules", "charlm.seeds"
+    return [
+        Stage("charlm-corpus", "charlm-corpus", "charlm", params=["charlm.corpus"],
+              outs=["data/charlm"]),
+        train_stage("train-charlm", run,
+                    {"model": ref("charlm.models"), "schedule": ref("charlm.schedules"),
+                     "seed": ref("charlm.seeds")},
+                    [f"charlm.architectures.{item('model')}",
+                     f"charlm.schedule.{item('schedule')}", "charlm.train", "charlm.corpus"],
+                    deps=["data/charlm"], outs=(str(run.record),)),
+        Stage("charlm-sample", "charlm-sample", "charlm",
+              params=[*models, "charlm.architectures", "charlm.schedule", "charlm.sample",
+                      "charlm.attention"],
+              outs=["metrics/charlm/samples.md", "plots/charlm/attention"],
+              deps=[str(data_dir("charlm")), str(runs_dir("charlm"))]),
+        Stage("charlm-compute", "charlm-compute", "charlm",
+              params=["device", "charlm.architectures", "charlm.schedules", "charlm.schedule",
+                      "charlm.compute"],
+              outs=["metrics/charlm/compute.csv", "metrics/charlm/compute.md"],
+              deps=["data/charlm"]),
+    ]
+
+
+STAGES = Stages("RNN, GRU and transformer character LMs, and what they cost",
+                run_keys=("models", "schedules", "seeds"), images=("plots/charlm/attention",),
+                make=stages)
+REPORT = Report(("final_bpc",))
+TAKES = Takes(own=OWN_MODELS, decodes=True, priced=True)   # the compute table prices every model
+
 # a vocabulary of 96 characters for timing runs before the corpus exists (CharLMTask.data, trial)
 TIMING_VOCAB = Vocab([chr(32 + i) for i in range(96)])
 

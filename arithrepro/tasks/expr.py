@@ -14,6 +14,7 @@ import numpy as np
 
 from arithrepro.schema import ParamsError, choice, integer
 from arithrepro.tasks.base import GridTask, train_schema
+from arithrepro.tasks.declared import Report, Stages, Takes
 
 VOCAB = ["<start>", "=", "<stop>", "<pad>", *"0123456789", "-", "+", "*", "(", ")"]
 START, EQ, STOP, PAD = 0, 1, 2, 3
@@ -74,15 +75,9 @@ class Split:
 class ExprTask(GridTask):
     name = "expr"
     forms = ("tokens", "digit-tokens")
-    decodes = True
     vocab = VOCAB
     pad_id = PAD
     stop_id = STOP
-    headline = ("test_acc", "ood_acc")
-    title = "ReTran vs GPT vs LSTM on arithmetic expressions"
-    plots = ({"plots/expr/eval": {"x": "length", "y": "accuracy",
-                                  "x_label": "problem length (test 8-30, OOD 31-40)",
-                                  "y_label": "exact-match accuracy"}},)
 
     # --- params ---------------------------------------------------------------------------
     @classmethod
@@ -277,3 +272,9 @@ class ExprTask(GridTask):
 
 
 TASK = ExprTask()
+STAGES = Stages("ReTran vs GPT vs LSTM on arithmetic expressions",
+                plots=({"plots/expr/eval": {"x": "length", "y": "accuracy",
+                                            "x_label": "problem length (test 8-30, OOD 31-40)",
+                                            "y_label": "exact-match accuracy"}},))
+REPORT = Report(("test_acc", "ood_acc"))
+TAKES = Takes(decodes=True)

@@ -16,6 +16,7 @@ import numpy as np
 
 from arithrepro.schema import ParamsError, choice, integer, list_of
 from arithrepro.tasks.base import StreamTask
+from arithrepro.tasks.declared import Report, Stages, Takes
 
 
 def sample_pairs(n: int, digits: int, base: int, generator):
@@ -45,10 +46,6 @@ def pairs_and_targets(a, b, base: int, carry_position: bool):
 class LoopedTask(StreamTask):
     name = "looped"
     forms = ("pairs",)
-    title = "a looped vs a standard transformer on addition by length"
-    plots = ({"plots/looped/eval": {"x": "digits", "y": ["accuracy", "digit_acc"],
-                                    "x_label": "digits per operand",
-                                    "y_label": "accuracy (exact match, per digit)"}},)
 
     @classmethod
     def params_schema(cls) -> dict:
@@ -192,3 +189,9 @@ def _mean(values) -> float:
 
 
 TASK = LoopedTask()
+STAGES = Stages("a looped vs a standard transformer on addition by length",
+                plots=({"plots/looped/eval": {"x": "digits", "y": ["accuracy", "digit_acc"],
+                                              "x_label": "digits per operand",
+                                              "y_label": "accuracy (exact match, per digit)"}},))
+REPORT = Report(("id_acc", "ood_acc"))
+TAKES = Takes()

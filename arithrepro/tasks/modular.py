@@ -22,6 +22,7 @@ from arithrepro.params_reads import peek
 from arithrepro.runs import Built, Data, Run, records_dir, runs_dir
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.tasks.base import Task
+from arithrepro.tasks.declared import Report, Stages, Takes
 from arithrepro.train.batches import EpochBatches
 
 OPERATORS = ("+", "-", "*", "/")
@@ -353,48 +354,6 @@ def _study_schema(study: str) -> dict:
 
 class ModularTask(Task):
     name = "modular"
-    headline = ("val_acc",)
-    headline_sizes = "^sanity$"   # the sanity study: each model at the base configuration
-    own_models = OWN_MODELS
-    title = "LSTM vs GPT scaling studies on modular arithmetic"
-    run_keys = ("studies",)
-    plots = ({"plots/modular/curves": {"x": "step", "y": ["train_acc", "val_acc"],
-                                       "y_label": "accuracy on the full train and validation sets"}},
-             {"plots/modular/curves/orders": {"x": "step", "y": ["val_acc", "o2_val_acc", "o3_val_acc"],
-                                              "y_label": "validation accuracy, all orders and per order"}})
-    images = ("plots/modular/attention",)
-
-    @property
-    def record_dirs(self) -> list[str]:
-        return [str(records_dir("modular") / study) for study in STUDIES]
-
-    @property
-    def tables(self) -> list[str]:
-        return ["metrics/modular.md", "metrics/modular.tex"]
-
-    def stages(self) -> list:
-        """A training stage per study: its models x the values it sweeps x its seeds, each run
-        scored on the full train and validation sets as it trains; then the attention maps of
-        the best run of modular.attention.study."""
-        from arithrepro.dvcfile import Stage, item, placeholders, ref, train_stage
-
-        out = []
-        for study in STUDIES:
-            s, keys = f"modular.studies.{study}", SWEEPS[study]
-            run = placeholders("modular", label(study, {k: item(k) for k in keys}), group=study)
-            matrix = {"model": ref(f"{s}.models"), **{k: ref(f"{s}.sweep.{k}") for k in keys},
-                      "seed": ref(f"{s}.seeds")}
-            params = ["modular.base", f"{s}.set"] + ([f"{s}.budgets"] if study == "compute" else [])
-            out.append(train_stage(f"train-modular-{study}", run, matrix, params, deps=[],
-                                   outs=(str(run.record), str(run.curve)),
-                                   family="train-modular"))
-        study = ref("modular.attention.study")
-        out.append(Stage("modular-attention", "modular-attention", "modular",
-                         params=["modular.base", f"modular.studies.{study}.set", "modular.attention"],
-                         outs=["plots/modular/attention"],
-                         deps=[str(records_dir("modular") / study), str(runs_dir("modular", study))],
-                         note="the attention maps of the best run of modular.attention.study"))
-        return out
 
     @classmethod
     def params_schema(cls) -> dict:
@@ -500,3 +459,42 @@ class ModularTask(Task):
 
 
 TASK = ModularTask()
+
+
+def stages() -> list:
+    """A training stage per study: its models x the values it sweeps x its seeds, each run
+    scored on the full train and validation sets as it trains; then the attention maps of
+    the best run of modular.attention.study."""
+    from arithrepro.dvcfile import Stage, item, placeholders, ref, train_stage
+
+    out = []
+    for study in STUDIES:
+        s, keys = f"modular.studies.{study}", SWEEPS[study]
+        run = placeholders("modular", label(study, {k: item(k) for k in keys}), group=study)
+        matrix = {"model": ref(f"{s}.models"), **{k: ref(f"{s}.sweep.{k}") for k in keys},
+                  "seed": ref(f"{s}.seeds")}
+        params = ["modular.base", f"{s}.set"] + ([f"{s}.budgets"] if study == "compute" else [])
+        out.append(train_stage(f"train-modular-{study}", run, matrix, params, deps=[],
+                               outs=(str(run.record), str(run.curve)),
+                               family="train-modular"))
+    study = ref("modular.attention.study")
+    out.append(Stage("modular-attention", "modular-attention", "modular",
+                     params=["modular.base", f"modular.studies.{study}.set", "modular.attention"],
+                     outs=["plots/modular/attention"],
+                     deps=[str(records_dir("modular") / study), str(runs_dir("modular", study))],
+                     note="the attention maps of the best run of modular.attention.study"))
+    return out
+
+
+STAGES = Stages(
+    "LSTM vs GPT scaling studies on modular arithmetic", run_keys=("studies",),
+    plots=({"plots/modular/curves": {"x": "step", "y": ["train_acc", "val_acc"],
+                                     "y_label": "accuracy on the full train and validation sets"}},
+           {"plots/modular/curves/orders": {"x": "step", "y": ["val_acc", "o2_val_acc", "o3_val_acc"],
+                                            "y_label": "validation accuracy, all orders and per order"}}),
+    images=("plots/modular/attention",),
+    records=tuple(str(records_dir("modular") / study) for study in STUDIES),
+    tables=("metrics/modular.md", "metrics/modular.tex"), make=stages)
+# the sanity study: each model at the base configuration
+REPORT = Report(("val_acc",), headline_sizes="^sanity$")
+TAKES = Takes(own=OWN_MODELS)

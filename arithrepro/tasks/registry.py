@@ -1,5 +1,8 @@
-"""Task registry: one line per task. Every list of tasks (params blocks, command-line choices,
-help texts) is derived from this table.
+"""Task registry: one line per task, its module. Every list of tasks (params blocks,
+command-line choices, help texts) is derived from this table. A task module defines its task,
+`TASK` (data and scoring: tasks/base.py), and beside it what it declares (tasks/declared.py):
+its part of dvc.yaml, `STAGES`; what its reports lead with, `REPORT`; which models it takes,
+`TAKES`.
 
 Checked when the table is built: a task offers known forms (models/forms.py), and one that
 generates text token by token (`decodes`) accepts only models that decode in the form they meet
@@ -12,23 +15,47 @@ from arithrepro.models.forms import FORMS, adapted_spec, meeting
 from arithrepro.models.registry import MODELS
 from arithrepro.tasks import abacus, charlm, expr, looped, modular
 from arithrepro.tasks.base import GridTask, Task
+from arithrepro.tasks.declared import Report, Stages, Takes
 
-TASKS: dict[str, Task] = {
-    "expr": expr.TASK,
-    "abacus": abacus.TASK,
-    "looped": looped.TASK,
-    "modular": modular.TASK,   # runs scored as they train (train-modular-<study>)
-    "charlm": charlm.TASK,     # the same (train-charlm), then its own stages (charlm-*)
+MODULES = {
+    "expr": expr,
+    "abacus": abacus,
+    "looped": looped,
+    "modular": modular,   # runs scored as they train (train-modular-<study>)
+    "charlm": charlm,     # the same (train-charlm), then its own stages (charlm-*)
 }
 
+TASKS: dict[str, Task] = {n: m.TASK for n, m in MODULES.items()}
+STAGES: dict[str, Stages] = {n: m.STAGES for n, m in MODULES.items()}
+REPORTS: dict[str, Report] = {n: m.REPORT for n, m in MODULES.items()}
+TAKES: dict[str, Takes] = {n: m.TAKES for n, m in MODULES.items()}
 GRID_TASKS: dict[str, GridTask] = {n: t for n, t in TASKS.items() if t.grid}
+
+
+def records(name: str) -> list[str]:
+    """The folders of a task's records (its report's and the summary's inputs)."""
+    from arithrepro.runs import records_dir
+
+    return list(STAGES[name].records) or [str(records_dir(name))]
+
+
+def tables(name: str) -> list[str]:
+    """The tables a task's report writes."""
+    return list(STAGES[name].tables) or [f"metrics/{name}.md"]
+
+
+def budget_task(model: str) -> str | None:
+    """The grid task whose <task>.model block sets `model`'s budget fields (its TAKES names
+    the model in `budgets`; _check says there is one)."""
+    owners = {n for n in GRID_TASKS if model in TAKES[n].budgets}
+    return min(owners) if owners else None
 
 
 def models_of(task: Task) -> list[str]:
     """The registry models `task`'s own runs build: those it configures itself, else the grid
     models of its first form."""
-    if task.own_models:
-        return list(task.own_models)
+    if TAKES[task.name].own:
+        return list(TAKES[task.name].own)
     return [m for m, s in MODELS.items() if s.grid and s.form == task.forms[0]]
 
 
@@ -45,6 +72,9 @@ def _check() -> None:
     for name, task in TASKS.items():
         if task.name != name:
             raise TypeError(f"task registry: {name} holds a task named {task.name!r}")
+        if (STAGES[name].make is None) != task.grid:
+            raise TypeError(f"task registry: {name}: a grid task has its stages made for it; "
+                            "any other declares them (STAGES.make)")
         unknown = [f for f in task.forms if f not in FORMS]
         if not task.forms or unknown:
             raise TypeError(f"task registry: {name} offers forms {task.forms}; known: "
@@ -52,18 +82,19 @@ def _check() -> None:
         for model in models_of(task) + cross_models(task):
             spec = MODELS[model]
             met = meeting(spec, task.forms)
-            if met is None or (task.own_models and spec.grid):
+            takes = TAKES[name]
+            if met is None or (takes.own and spec.grid):
                 raise TypeError(f"task registry: {name} builds {model}, a {spec.form} model "
                                 f"sized by {spec.sizes}; it offers {', '.join(task.forms)} and "
                                 "takes models sized by the run")
-            if task.decodes and not adapted_spec(spec, met[1], met[0]).decodes:
+            if takes.decodes and not adapted_spec(spec, met[1], met[0]).decodes:
                 raise TypeError(f"task registry: {name} decodes token by token, but model "
                                 f"{model} declares decodes=False")
-            if spec.budget_fields and sum(model in t.sizes_models for t in GRID_TASKS.values()) != 1:
+            if spec.budget_fields and sum(model in TAKES[t].budgets for t in GRID_TASKS) != 1:
                 raise TypeError(f"task registry: {model} has budget fields "
                                 f"({', '.join(spec.budget_fields)}); exactly one grid task must "
-                                "size them (sizes_models)")
-            if task.needs_cost and not spec.cost:
+                                "size them (TAKES.budgets)")
+            if takes.priced and not spec.cost:
                 raise TypeError(f"task registry: {name} prices its models, but {model} "
                                 "declares no cost formula")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from arithrepro.runs import Built, Data, Run
 from arithrepro.schema import choice, integer, list_of, number
 from arithrepro.tasks.base import Task
+from arithrepro.tasks.declared import Report, Stages, Takes
 from arithrepro.train.batches import EpochBatches
 
 
@@ -41,14 +42,10 @@ class Scorer:
 
 class RunningTask(Task):
     name = "running"
-    own_models = ("gpt-sin",)
-    title = "running sums mod m, a toy task scored as it trains"
-    headline = ("val_acc",)
-    run_keys = ("models", "seeds")
 
     @classmethod
     def params_schema(cls) -> dict:
-        return {"models": list_of(choice(*cls.own_models)), "seeds": list_of(integer(0)),
+        return {"models": list_of(choice(*TAKES.own)), "seeds": list_of(integer(0)),
                 "base": {"modulus": integer(2), "length": integer(1), "n_train": integer(1),
                          "n_valid": integer(1), "d_model": integer(1), "layers": integer(1),
                          "heads": integer(1), "lr": number(0, lo_open=True),
@@ -62,14 +59,6 @@ class RunningTask(Task):
     def runs(self, params: dict) -> list[Run]:
         p = params["running"]
         return [Run(self.name, model, "base", seed) for model in p["models"] for seed in p["seeds"]]
-
-    def stages(self) -> list:
-        from arithrepro.dvcfile import placeholders, ref, train_stage
-
-        run = placeholders(self.name, "base")
-        return [train_stage("train-running", run, {"model": ref("running.models"),
-                                                    "seed": ref("running.seeds")},
-                            ["running.base"], deps=[], outs=(str(run.record), str(run.curve)))]
 
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
         import torch
@@ -111,3 +100,19 @@ class RunningTask(Task):
 
 
 TASK = RunningTask()
+
+
+def stages() -> list:
+    """One training stage over models x seeds, each run's record and curve its outputs."""
+    from arithrepro.dvcfile import placeholders, ref, train_stage
+
+    run = placeholders("running", "base")
+    return [train_stage("train-running", run, {"model": ref("running.models"),
+                                                "seed": ref("running.seeds")},
+                        ["running.base"], deps=[], outs=(str(run.record), str(run.curve)))]
+
+
+STAGES = Stages("running sums mod m, a toy task scored as it trains",
+                run_keys=("models", "seeds"), make=stages)
+REPORT = Report(("val_acc",))
+TAKES = Takes(own=("gpt-sin",))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from arithrepro.schema import integer, list_of
 from arithrepro.tasks.base import StreamTask
+from arithrepro.tasks.declared import Report, Stages, Takes
 
 
 def problems(n: int, digits: int, generator):
@@ -31,7 +32,6 @@ def problems(n: int, digits: int, generator):
 class SubtractionTask(StreamTask):
     name = "subtraction"
     forms = ("pairs",)
-    title = "digit-by-digit subtraction, a toy task"
 
     @classmethod
     def params_schema(cls) -> dict:
@@ -100,3 +100,6 @@ class SubtractionTask(StreamTask):
 
 
 TASK = SubtractionTask()
+STAGES = Stages("digit-by-digit subtraction, a toy task")
+REPORT = Report(("id_acc", "ood_acc"))
+TAKES = Takes()
