@@ -60,7 +60,8 @@ def bench_stages(task, model: str) -> list[Stage]:
     """The benchmark's cells of one task and one model of another form (arithrepro/bench.py):
     train and evaluate over bench.seeds, at the size bench.sizes names for the model."""
     from arithrepro.models.registry import MODELS
-    from arithrepro.tasks.registry import STAGES, budget_task
+    from arithrepro.tasks.base import budget_task
+    from arithrepro.tasks.registry import STAGES
 
     t, spec = task.name, MODELS[model]
     size = ref(f"bench.sizes.{model}")

@@ -50,13 +50,10 @@ def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
     among = benchmark.runs(t, unrecorded(params)) if bench else None
     run = runs.find(t, unrecorded(params), name, among)
     files = run.files
-    for path in (files.model, files.summary):
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: missing; run `arithrepro train` for this run first")
-    net, _ = load_model(files.model)
+    net, _ = load_model(_trained(files.model))
     device = config.device_of(params)
     net.to(device).eval()
-    trained = read_json(files.summary, ("task", "model", "size", "seed"))
+    trained = read_json(_trained(files.summary), ("task", "model", "size", "seed"))
     origin = trained.get("provenance", {})  # the training's, beside this run's
     # scoring runs without autocast, in fp32 whatever the training's precision
     origin["evaluate"] = provenance({"eval": params[task]["eval"],
@@ -75,3 +72,9 @@ def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
                       if k in record)
     done(f"evaluate {task} {'bench ' if bench else ''}{run.name}: {shown} in "
          f"{record['eval_seconds']:.1f} s")
+
+
+def _trained(path):
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; run `arithrepro train` for this run first")
+    return path

@@ -120,6 +120,7 @@ class AbacusTask(StreamTask):
     stop_id = END
     forms = ("digit-tokens", "tokens")
     precision = "mixed"
+    sizes_models = ("abacus",)   # abacus.model: the Abacus decoder's width, on every task
 
     @classmethod
     def params_schema(cls) -> dict:
@@ -356,4 +357,4 @@ STAGES = Stages("Abacus embeddings and depth for addition beyond the training le
                                               "x_label": "digits of the first operand",
                                               "y_label": "digits of the second operand"}},))
 REPORT = Report(("id_acc", "ood_acc"))
-TAKES = Takes(decodes=True, budgets=("abacus",))   # abacus.model: the Abacus decoder's width
+TAKES = Takes(decodes=True)

@@ -72,13 +72,23 @@ def form_for(task, model: str) -> str:
     return met[0]
 
 
+def budget_task(model: str) -> str | None:
+    """The grid task whose <task>.model block sets `model`'s budget fields (it names the model
+    in `sizes_models`; the task registry checks there is one)."""
+    def tasks(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from tasks(sub)
+
+    owners = {t.name for t in tasks(GridTask) if model in t.sizes_models}
+    return min(owners) if owners else None
+
+
 def architecture(params: dict, model: str, size: str) -> dict:
     """A model's architecture fields: its size, plus the fields a task's budget sets in
     <task>.model (the abacus width), on whichever task the model trains."""
     arch = dict(params["models"][model]["sizes"][size])
     if MODELS[model].budget_fields:
-        from arithrepro.tasks.registry import budget_task
-
         budget = params[budget_task(model)]["model"]
         arch.update({k: budget[k] for k in MODELS[model].budget_fields})
     return arch
@@ -148,6 +158,9 @@ class Task(ABC):
 
 class GridTask(Task):
     grid = True   # trained and scored as <task>.models x <task>.sizes x <task>.seeds cells
+    # the registry models whose budget fields its <task>.model block sets, on every task (a
+    # fact of its params block)
+    sizes_models: tuple[str, ...] = ()
 
     @abstractmethod
     def generate(self, params: dict, out_dir: Path, progress=None) -> str:
@@ -256,8 +269,6 @@ class GridTask(Task):
                     raise ParamsError(f"{cls.name}.sizes: {size!r} is not a size of {model}; "
                                       f"allowed: {', '.join(known)} (models.{model}.sizes)")
                 if MODELS[model].budget_fields:
-                    from arithrepro.tasks.registry import budget_task
-
                     MODELS[model].check_size(f"{budget_task(model)}.model",
                                              architecture(params, model, size))
 

@@ -43,5 +43,3 @@ class Takes:
                                  # the grid models of its first form)
     decodes: bool = False        # it generates token by token: its models must declare `decodes`
     priced: bool = False         # it prices every model by its cost formula
-    budgets: tuple[str, ...] = ()  # a grid task: the models whose budget fields its <task>.model
-                                   # block sets, on every task

@@ -44,13 +44,6 @@ def tables(name: str) -> list[str]:
     return list(STAGES[name].tables) or [f"metrics/{name}.md"]
 
 
-def budget_task(model: str) -> str | None:
-    """The grid task whose <task>.model block sets `model`'s budget fields (its TAKES names
-    the model in `budgets`; _check says there is one)."""
-    owners = {n for n in GRID_TASKS if model in TAKES[n].budgets}
-    return min(owners) if owners else None
-
-
 def models_of(task: Task) -> list[str]:
     """The registry models `task`'s own runs build: those it configures itself, else the grid
     models of its first form."""
@@ -90,10 +83,10 @@ def _check() -> None:
             if takes.decodes and not adapted_spec(spec, met[1], met[0]).decodes:
                 raise TypeError(f"task registry: {name} decodes token by token, but model "
                                 f"{model} declares decodes=False")
-            if spec.budget_fields and sum(model in TAKES[t].budgets for t in GRID_TASKS) != 1:
+            if spec.budget_fields and sum(model in t.sizes_models for t in GRID_TASKS.values()) != 1:
                 raise TypeError(f"task registry: {model} has budget fields "
                                 f"({', '.join(spec.budget_fields)}); exactly one grid task must "
-                                "size them (TAKES.budgets)")
+                                "size them (sizes_models)")
             if takes.priced and not spec.cost:
                 raise TypeError(f"task registry: {name} prices its models, but {model} "
                                 "declares no cost formula")
