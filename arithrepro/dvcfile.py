@@ -74,7 +74,8 @@ def train_stage(name: str, run: Files, matrix: dict, params: list, deps: list,
         params=["device", "precision", "compile", "graphs", "cpu", *params],
         outs=[str(run.model), str(run.summary), f"{run.live}/metrics.json",
               f"{run.live}/params.yaml", *outs],
-        plots=[{f"{run.live}/plots/metrics/{series}": dict(spec)} for series, spec in LIVE_PLOTS],
+        plots=[{f"{run.live}/plots/metrics/{series}": dict(definition)}
+               for series, definition in LIVE_PLOTS],
         deps=list(deps), family=family, models=models)
 
 

@@ -192,7 +192,7 @@ class CopiesBatches:
 
 
 def ensemble(models: list[nn.Module]) -> nn.Module:
-    """What trains `models` together: one model is its own ensemble of one (arithrepro/train
+    """What trains `models` as one: one model is its own ensemble of one (arithrepro/train
     trains it as such, bit for bit as alone); several are stacked in an Ensemble."""
     return models[0] if len(models) == 1 else Ensemble(models)
 

@@ -8,7 +8,7 @@ Why: on a small CPU the runs here are too small to use every core well. Two runs
 thread each finish 1.4-1.9x sooner than the same two one after another with two threads
 (`python -m benchmarks.bench_ensemble --processes 2`).
 
-With `together`, the pending training cells of one configuration that differ in their seed
+With `ensemble`, the pending training cells of one configuration that differ in their seed
 alone train as one Ensemble in one process (`arithrepro train --task T RUN RUN ...`) and are
 then recorded with `dvc commit` (outputs, dvc.lock and the run cache, as repro records them):
 that is the form that pays on a GPU."""
@@ -28,7 +28,7 @@ LOGS = Path("logs") / "repro"
 
 @dataclass
 class Job:
-    """One process to run: a stage, or a group of training cells trained together."""
+    """One process to run: a stage, or a group of training cells trained as one ensemble."""
 
     stages: list[str]
     argv: list[list[str]]  # commands run one after another
@@ -36,14 +36,14 @@ class Job:
 
     @property
     def name(self) -> str:
-        return self.stages[0] if len(self.stages) == 1 else f"{self.stages[0]} (+{len(self.stages) - 1} together)"
+        return self.stages[0] if len(self.stages) == 1 else f"{self.stages[0]} (+{len(self.stages) - 1} as one ensemble)"
 
 
 def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[str],
                cmds: dict[str, str] | None = None) -> list[Job]:
     """The jobs for `stages` (in DVC's order, upstream first) given each stage's upstream
     stages and the stages DVC reports changed; `cmds` (each stage's command), to train the
-    pending seeds of a configuration together. A stage not reported changed still runs when
+    pending seeds of a configuration as one ensemble. A stage not reported changed still runs when
     something upstream of it runs (DVC then decides: its inputs may be new); one whose whole
     upstream stays untouched is skipped here, as DVC would skip it. Jobs come back in the
     order they may start, each with the jobs it waits for (by the first stage's name)."""
@@ -215,14 +215,14 @@ class _Chain:
         return code
 
 
-def reproduce(jobs_wanted: int | None, together: bool, targets: tuple[str, ...] = (),
+def reproduce(jobs_wanted: int | None, ensemble: bool, targets: tuple[str, ...] = (),
               echo=print, workers_in_process: bool = True, cpu: dict | None = None) -> int:
     """Plan from DVC's graph and status, run, and return the exit status. `targets`: those
     stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline."""
     from dvc.repo import Repo
 
     with holding(Path(Repo.find_root()), echo):
-        return _reproduce(jobs_wanted, together, targets, echo, workers_in_process, cpu)
+        return _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu)
 
 
 class WorkspaceBusy(ValueError):
@@ -313,7 +313,7 @@ def _dvc_processes(root: Path) -> list[tuple[int, str]]:
     return found
 
 
-def _reproduce(jobs_wanted, together, targets, echo, workers_in_process, cpu) -> int:
+def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu) -> int:
     import networkx as nx
     from dvc.repo import Repo
 
@@ -340,7 +340,7 @@ def _reproduce(jobs_wanted, together, targets, echo, workers_in_process, cpu) ->
     fixed = cpu["threads"] if cpu["threads"] != "auto" else None   # the params' thread count
     workers = jobs_wanted or (max(1, len(cores) // fixed) if fixed else len(cores))
     threads = fixed or max(1, len(cores) // workers)
-    jobs = order_jobs(names, upstream, pending, cmds if together else None)
+    jobs = order_jobs(names, upstream, pending, cmds if ensemble else None)
     if not jobs:
         echo("Data and pipelines are up to date.")
         return 0

@@ -47,7 +47,7 @@ def train(task, runs: list[Run], params: dict, where: Placement, rank: int = 0,
     for run, built in zip(runs[1:], builts[1:]):
         if built.arch != first.arch or replace(built.cfg, seed=0) != replace(first.cfg, seed=0):
             raise ValueError(f"runs {runs[0].name} and {run.name}: not one configuration; "
-                             "only runs that differ in their seed alone train together")
+                             "only runs that differ in their seed alone train as one ensemble")
     model = spec_of(first.arch)
     net = ensemble([b.net for b in builts])
     checkpoint = checkpoint or runs[0].files.checkpoint
@@ -75,7 +75,7 @@ def train(task, runs: list[Run], params: dict, where: Placement, rank: int = 0,
 def _write(task, run: Run, built: Built, result: dict, params: dict, where: Placement,
            copies: int = 1) -> dict:
     """model.pt, train.json and, for a task scored as it trains, its record and curve; returns
-    the summary (train.json's fields). copies: how many runs trained together (train_seconds
+    the summary (train.json's fields). copies: how many runs trained as one ensemble (train_seconds
     is all of theirs)."""
     from arithrepro.io import save_torch, write_frame
     from arithrepro.models.lm import count_params

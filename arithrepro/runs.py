@@ -97,7 +97,7 @@ class Run:
                       # values, a schedule (the records' `size` column)
     seed: int
     group: str = ""   # a folder between the task and the run (modular: the study)
-    setting: dict = field(default_factory=dict, compare=False)  # the task's own description
+    swept: dict = field(default_factory=dict, compare=False)  # a study's swept values (modular)
     home: str = ""    # "bench": a benchmark run (arithrepro/bench.py)
 
     @property
@@ -148,7 +148,7 @@ class Built:
     read: dict
 
 
-def settings(task, run: Run, params: dict, where: Placement, data: Data | None = None):
+def configure(task, run: Run, params: dict, where: Placement, data: Data | None = None):
     """(architecture, TrainConfig) of `run`: the one place a run's loop settings are made, for
     every task. `data`: the run's (a grid task's settings need none)."""
     from arithrepro.train.config import TrainConfig
@@ -167,7 +167,7 @@ def build(task, run: Run, params: dict, where: Placement, trial: bool = False) -
     from arithrepro.models.registry import build_model
 
     data = task.data(run, params, where.device, trial)
-    arch, cfg = settings(task, run, params, where, data)
+    arch, cfg = configure(task, run, params, where, data)
     torch.manual_seed(run.seed)   # the model's initialization, after the data's draws
     net = build_model(arch["model"], arch["size"], dropout=arch["dropout"], form=arch.get("form"),
                       **arch["dims"])

@@ -18,12 +18,12 @@ def cells(params: dict, only: str = "") -> list:
 
     out, seen = [], set()
     for name, task in TASKS.items():
-        for spec in task.runs(params):
-            key = (name, spec.model, spec.label if task.grid else "")
-            cell = f"{name} {spec.model}-{spec.label}"
+        for run in task.runs(params):
+            key = (name, run.model, run.label if task.grid else "")
+            cell = f"{name} {run.model}-{run.label}"
             if key not in seen and only in cell:
                 seen.add(key)
-                out.append((task, replace(spec, seed=0), cell))
+                out.append((task, replace(run, seed=0), cell))
     return out
 
 
@@ -43,10 +43,10 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
           f"vs together as one ensemble ({on}; s per step of all runs)")
     print(f"{'cell':<28}{'E':>3}{'one by one':>12}{'together':>10}{'speed-up':>10}")
     rows = []
-    for task, spec, cell in cells(params, only):
+    for task, run, cell in cells(params, only):
         for E in copies:
             def built(seed):
-                return build(task, replace(spec, seed=seed), params, where, trial=True)
+                return build(task, replace(run, seed=seed), params, where, trial=True)
 
             alone = 0.0
             for seed in range(E):
@@ -65,7 +65,7 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
     return rows
 
 
-def _one_process(task_name, spec, params, threads, barrier, warmup, timed, out):
+def _one_process(task_name, run, params, threads, barrier, warmup, timed, out):
     """A child of bench_processes: one run at `threads` threads, timed after the barrier."""
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import spec_of
@@ -73,7 +73,7 @@ def _one_process(task_name, spec, params, threads, barrier, warmup, timed, out):
     from arithrepro.tasks.registry import TASKS
 
     torch.set_num_threads(threads)
-    b = build(TASKS[task_name], spec, params, Placement("cpu", "fp32", False), trial=True)
+    b = build(TASKS[task_name], run, params, Placement("cpu", "fp32", False), trial=True)
     barrier.wait()
     out.put(time_steps(b.net, b.data.batches, b.cfg, warmup, timed, spec_of(b.arch)))
 
@@ -93,10 +93,10 @@ def bench_processes(params: dict, processes: int = 2, warmup: int = 2, timed: in
           f"processes at {threads // processes} each (s per step of all runs)")
     print(f"{'cell':<28}{'P':>3}{'one by one':>12}{'side by side':>14}{'speed-up':>10}")
     rows = []
-    for task, spec, cell in cells(params, only):
-        seeds = [replace(spec, seed=s) for s in range(processes)]
+    for task, run, cell in cells(params, only):
+        seeds = [replace(run, seed=s) for s in range(processes)]
 
-        def run(n_threads, group):
+        def measure(n_threads, group):
             barrier, out = ctx.Barrier(len(group)), ctx.Queue()
             procs = [ctx.Process(target=_one_process, args=(task.name, s, params, n_threads,
                                                             barrier, warmup, timed, out))
@@ -108,9 +108,9 @@ def bench_processes(params: dict, processes: int = 2, warmup: int = 2, timed: in
                 p.join()
             return times
 
-        alone = sum(run(threads, [s])[0] for s in seeds)
+        alone = sum(measure(threads, [s])[0] for s in seeds)
         # side by side, the slowest run decides when all are done
-        together = max(run(threads // processes, seeds))
+        together = max(measure(threads // processes, seeds))
         rows.append({"cell": cell, "processes": processes, "alone_s": alone,
                      "together_s": together})
         print(f"{cell:<28}{processes:>3}{alone:>12.3f}{together:>14.3f}"

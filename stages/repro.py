@@ -12,7 +12,7 @@ from arithrepro.stages.common import friendly_errors, params_option
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Stages at once (default: one per core on a CPU, 1 on a GPU); the cores are "
                    "shared out as torch threads.")
-@click.option("--together", is_flag=True,
+@click.option("--ensemble", is_flag=True,
               help="Train the pending seeds of each configuration as one ensemble per process "
                    "(the form that pays on a GPU; on a CPU it breaks even).")
 @click.option("--process-per-stage", is_flag=True,
@@ -21,7 +21,7 @@ from arithrepro.stages.common import friendly_errors, params_option
                    "torch once).")
 @click.argument("targets", nargs=-1)
 @friendly_errors
-def repro(params_path: str, jobs: int | None, together: bool, process_per_stage: bool,
+def repro(params_path: str, jobs: int | None, ensemble: bool, process_per_stage: bool,
           targets: tuple[str, ...]) -> None:
     """Run every stage of dvc.yaml that `dvc repro [TARGETS]` would run, several at once where
     the graph allows: each as its own `dvc repro --single-item`, so DVC caches and locks it as usual and a
@@ -40,7 +40,7 @@ def repro(params_path: str, jobs: int | None, together: bool, process_per_stage:
     if jobs is None and params and config.resolve_device(params["device"]) != "cpu":
         jobs = 1
     try:
-        code = reproduce(jobs, together, targets, workers_in_process=not process_per_stage,
+        code = reproduce(jobs, ensemble, targets, workers_in_process=not process_per_stage,
                          cpu=params["cpu"] if params else None)
     except DvcException as err:   # a broken dvc.yaml, a held lock: DVC's own one line
         raise ValueError(f"dvc: {err}") from None

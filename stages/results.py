@@ -63,8 +63,8 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
 
     params = config.load(params_path)
     df = wanted_runs(params, list(TASKS))
-    origins = [(read_json(spec.files.record).get("provenance") or {}).get("train", {})
-               for t in TASKS.values() for spec in t.runs(params)]
+    origins = [(read_json(run.files.record).get("provenance") or {}).get("train", {})
+               for t in TASKS.values() for run in t.runs(params)]
     ledgers = {n: claims.load(n) for n in TASKS}   # checked before any work
     findings = {n: verdicts(FINDINGS.get(n, ()), df[df["task"] == n], params) for n in TASKS}
     elsewhere = claims.elsewhere(DOCS / "modular-source.json")

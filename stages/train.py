@@ -17,7 +17,7 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     """Train RUN, one run of the task (<model>-<label>-<seed>: gpt-small-0,
     lstm-std-data.r0.3-0, rnn-s20-0; each is a cell of a train stage in dvc.yaml), resuming from
     its checkpoint if it was cut short. Several RUNs of one configuration that differ in their
-    seed alone train together as one ensemble (arithrepro/ensemble.py), each written as if it
+    seed alone train as one ensemble (arithrepro/ensemble.py), each written as if it
     had trained alone; their shared checkpoint is the first run's checkpoint.pt.
 
     Reads params: device, precision, compile, graphs, cpu and what the task reads of the run (dvc.yaml's
@@ -58,7 +58,7 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     if device == "cpu":  # torch sizes its pool to the cores this process may use (taskset)
         place += f", {torch.get_num_threads()} threads"
     if len(todo) > 1:
-        place += f", {len(todo)} runs together"
+        place += f", {len(todo)} runs as one ensemble"
     for run, record in zip(todo, summaries):
         done(f"train {task} {run.name} on {place}: {record['steps']} steps in "
              f"{record['train_seconds']:.1f} s, best val loss {record['best_val_loss']:.4f} at "

@@ -273,7 +273,7 @@ def test_what_an_ensemble_cannot_run_is_refused(tmp_path, over, match):
 
 # --- the runner: a configuration's seeds as one ensemble, written as separate runs -------------
 
-def test_runs_trained_together_are_written_as_if_trained_alone(tmp_path, monkeypatch, tiny_expr):
+def test_runs_trained_as_one_ensemble_are_written_as_if_trained_alone(tmp_path, monkeypatch, tiny_expr):
     from arithrepro import runner
     from arithrepro.runs import Placement
     from arithrepro.tasks.registry import TASKS
@@ -282,30 +282,30 @@ def test_runs_trained_together_are_written_as_if_trained_alone(tmp_path, monkeyp
     params["expr"].update(models=["lstm"], sizes=["small"], seeds=[0, 1])
     params["models"]["lstm"]["dropout"] = 0.0
     task, where = TASKS["expr"], Placement("cpu", "fp32", False)
-    specs = task.runs(params)
-    assert [s.seed for s in specs] == [0, 1]
-    for folder in ("alone", "together"):
+    runs = task.runs(params)
+    assert [r.seed for r in runs] == [0, 1]
+    for folder in ("alone", "ensemble"):
         (tmp_path / folder / "data").mkdir(parents=True)
         (tmp_path / folder / "data" / "expr").symlink_to(data_dir)
     monkeypatch.chdir(tmp_path / "alone")
-    alone = [runner.train(task, [s], params, where)[0] for s in specs]
-    monkeypatch.chdir(tmp_path / "together")
-    together = runner.train(task, specs, params, where, checkpoint=tmp_path / "group.pt")
+    alone = [runner.train(task, [r], params, where)[0] for r in runs]
+    monkeypatch.chdir(tmp_path / "ensemble")
+    ensemble = runner.train(task, runs, params, where, checkpoint=tmp_path / "group.pt")
     assert not (tmp_path / "group.pt").exists()
-    for spec, a, b in zip(specs, alone, together):
-        assert b["trained_with"] == 2 and b["seed"] == spec.seed
+    for run, a, b in zip(runs, alone, ensemble):
+        assert b["trained_with"] == 2 and b["seed"] == run.seed
         assert b["best_step"] == a["best_step"] and b["params"] == a["params"]
         assert b["best_val_loss"] == pytest.approx(a["best_val_loss"], rel=1e-4)
-        mine = torch.load(tmp_path / "together" / spec.files.model, weights_only=False)
-        theirs = torch.load(tmp_path / "alone" / spec.files.model, weights_only=False)
+        mine = torch.load(tmp_path / "ensemble" / run.files.model, weights_only=False)
+        theirs = torch.load(tmp_path / "alone" / run.files.model, weights_only=False)
         assert {k: v for k, v in mine.items() if k != "state_dict"} == \
                {k: v for k, v in theirs.items() if k != "state_dict"}
         for k, v in theirs["state_dict"].items():
             torch.testing.assert_close(mine["state_dict"][k], v, rtol=1e-4, atol=1e-5)
-        assert (tmp_path / "together" / spec.files.live / "metrics.json").is_file()
+        assert (tmp_path / "ensemble" / run.files.live / "metrics.json").is_file()
 
 
-def test_only_the_seeds_of_one_configuration_train_together(tmp_path, monkeypatch, tiny_expr):
+def test_only_the_seeds_of_one_configuration_train_as_one_ensemble(tmp_path, monkeypatch, tiny_expr):
     from arithrepro import runner
     from arithrepro.runs import Placement
     from arithrepro.tasks.registry import TASKS
@@ -315,9 +315,9 @@ def test_only_the_seeds_of_one_configuration_train_together(tmp_path, monkeypatc
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "expr").symlink_to(data_dir)
     monkeypatch.chdir(tmp_path)
-    specs = TASKS["expr"].runs(params)
+    runs = TASKS["expr"].runs(params)
     with pytest.raises(ValueError, match="not one configuration"):
-        runner.train(TASKS["expr"], specs, params, Placement("cpu", "fp32", False),
+        runner.train(TASKS["expr"], runs, params, Placement("cpu", "fp32", False),
                      checkpoint=tmp_path / "group.pt")
 
 

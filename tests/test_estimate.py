@@ -124,12 +124,12 @@ def test_estimate_refuses_an_unknown_profile():
 
 
 def test_grid_cells_are_timed_with_their_own_loop_config(smoke_params):
-    """The estimate builds a run through the train stage's own runs.settings: its optimizer and
+    """The estimate builds a run through the train stage's own runs.configure: its optimizer and
     progressive loss, and the stream task's own batches."""
-    from arithrepro.runs import Placement, Run, settings
+    from arithrepro.runs import Placement, Run, configure
 
     params = smoke_params
-    arch, cfg = settings(TASKS["abacus"], Run("abacus", "abacus", "l2r2", 0), params,
+    arch, cfg = configure(TASKS["abacus"], Run("abacus", "abacus", "l2r2", 0), params,
                          Placement("cpu", "fp32", False))
     assert cfg.progressive and cfg.optimizer == params["abacus"]["train"]["optimizer"]
     assert arch["dims"] == TASKS["abacus"].dims(params)

@@ -388,7 +388,7 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     from arithrepro.io import save_torch
     from arithrepro.models.registry import build_model, load_model
     from arithrepro.schema import ParamsError
-    from arithrepro.runs import Placement, Run, settings
+    from arithrepro.runs import Placement, Run, configure
     from arithrepro.tasks.registry import TASKS
     from arithrepro.train.loop import fit
 
@@ -435,7 +435,7 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     # the expr task, as the train and evaluate stages run a cell
     params, data_dir = tiny_expr
     task = TASKS["expr"]
-    arch, cfg = settings(task, Run("expr", "toy", "small", 0), params,
+    arch, cfg = configure(task, Run("expr", "toy", "small", 0), params,
                          Placement("cpu", "fp32", False))
     assert arch["size"] == tiny and arch["dims"] == task.dims(params)
     batches = task.train_batches(params, data_dir, 0, "cpu")

@@ -333,15 +333,15 @@ def test_the_experiments_fit_a_screen(sampled_run, clone):
     assert not any(line.startswith(("models.", "expr.")) for line in charlm)
 
 
-def test_added_seeds_train_together_and_dvc_records_them(sampled_run, clone):
-    """`arithrepro repro --together`: two new seeds of a configuration train as one ensemble in
+def test_added_seeds_train_as_one_ensemble_and_dvc_records_them(sampled_run, clone):
+    """`arithrepro repro --ensemble`: two new seeds of a configuration train as one ensemble in
     one process, and DVC records them as its own run would (dvc.lock, cache, run cache): a plain
     `dvc repro` of them then runs nothing."""
     sh(["arithrepro", "compose-params", *SAMPLED[1::2], "charlm.seeds=[0,1,2]"], clone)
     cells = ["train-charlm@gru-s16-1", "train-charlm@gru-s16-2"]
-    out = sh(["arithrepro", "repro", "--together", "--jobs", "1", *cells], clone)
-    assert "start train-charlm@gru-s16-1 (+1 together)" in out, out
-    assert "2 runs together" in out
+    out = sh(["arithrepro", "repro", "--ensemble", "--jobs", "1", *cells], clone)
+    assert "start train-charlm@gru-s16-1 (+1 as one ensemble)" in out, out
+    assert "2 runs as one ensemble" in out
     for seed in (1, 2):
         record = json.loads((clone / "runs" / "charlm" / f"gru-s16-{seed}" / "train.json").read_text())
         assert record["trained_with"] == 2 and record["seed"] == seed

@@ -38,7 +38,7 @@ def test_a_stage_is_one_single_item_repro():
     assert job.argv == [["dvc", "--wait-for-lock", "repro", "--single-item", "d"]]
 
 
-def test_pending_seeds_of_one_configuration_train_together_then_are_committed():
+def test_pending_seeds_of_one_configuration_train_as_one_ensemble_then_are_committed():
     stages = ["gen", "train-x@m-s-0", "train-x@m-s-1", "train-x@m-s-2", "train-x@m-t-0",
               "train-y@m-s-1", "eval@m-s-1"]
     upstream = {s: {"gen"} for s in stages[1:]} | {"gen": set(), "eval@m-s-1": {"train-x@m-s-1"}}
@@ -47,9 +47,9 @@ def test_pending_seeds_of_one_configuration_train_together_then_are_committed():
     pending = set(stages) - {"gen", "train-x@m-s-0"}   # seed 0 is trained already
     jobs = order_jobs(stages, upstream, pending, cmds)
     by_first = {j.stages[0]: j for j in jobs}
-    together = by_first["train-x@m-s-1"]
-    assert together.stages == ["train-x@m-s-1", "train-x@m-s-2"]
-    assert together.argv == [["arithrepro", "train", "--task", "x", "m-s-1", "m-s-2"],
+    ensemble = by_first["train-x@m-s-1"]
+    assert ensemble.stages == ["train-x@m-s-1", "train-x@m-s-2"]
+    assert ensemble.argv == [["arithrepro", "train", "--task", "x", "m-s-1", "m-s-2"],
                              ["dvc", "--wait-for-lock", "commit", "--force",
                               "train-x@m-s-1", "train-x@m-s-2"]]
     # another configuration, another task: alone, through DVC
@@ -124,8 +124,8 @@ def test_after_a_failure_nothing_new_starts_and_the_running_jobs_finish():
     assert not {"b", "c", "e"} & {s for k, s in log if k == "start"}
 
 
-def test_job_names_say_how_many_train_together():
-    assert Job(["t@a-0", "t@a-1", "t@a-2"], []).name == "t@a-0 (+2 together)"
+def test_job_names_say_how_many_train_as_one_ensemble():
+    assert Job(["t@a-0", "t@a-1", "t@a-2"], []).name == "t@a-0 (+2 as one ensemble)"
     assert Job(["s"], []).name == "s"
 
 

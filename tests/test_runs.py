@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from arithrepro import config
-from arithrepro.runs import Files, Placement, Run, build, run_name, settings
+from arithrepro.runs import Files, Placement, Run, build, configure, run_name
 from arithrepro.tasks.registry import TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ def test_the_train_stage_declares_the_files_its_runs_write(task, smoke):
         found = False
         for stage in trains:
             values = {"model": run.model, "seed": run.seed, "size": run.label,
-                      "schedule": run.label, **run.setting}
+                      "schedule": run.label, **run.swept}
             try:
                 outs = {_filled(o if isinstance(o, str) else next(iter(o)), values)
                         for o in stage["outs"]}
@@ -86,7 +86,7 @@ def test_a_runs_name_and_folders():
 @pytest.mark.parametrize("task", list(TASKS))
 def test_every_task_builds_its_runs_the_same_way(task, smoke):
     """runs.build makes the first run of every task (on data made in memory): the model its
-    architecture names, initialized from the run's seed, and the loop runs.settings makes."""
+    architecture names, initialized from the run's seed, and the loop runs.configure makes."""
     import torch
 
     t = TASKS[task]
@@ -97,6 +97,25 @@ def test_every_task_builds_its_runs_the_same_way(task, smoke):
         assert torch.equal(x, y), k
     assert a.cfg.seed == run.seed and a.cfg.precision == "fp32"
     if t.grid:
-        assert settings(t, run, smoke, where) == (a.arch, a.cfg)
+        assert configure(t, run, smoke, where) == (a.arch, a.cfg)
     x, y, mask = a.data.batches(0)
     assert x.shape[0] == y.shape[0] == mask.shape[0] > 0
+
+
+def test_each_word_of_the_design_has_one_row_and_the_code_keeps_to_it():
+    """docs/design.md's "Words" gives each word one meaning; the code names an ensemble's runs
+    by that word, never "together" or "lanes" (identifiers and command-line options)."""
+    text = (ROOT / "docs" / "design.md").read_text().split("## Words", 1)[1].split("\n## ", 1)[0]
+    words = [w.strip() for row in re.findall(r"^\| ([^|]+) \|", text, flags=re.M)[2:]
+             for w in row.split(",")]
+    assert len(words) == len(set(words)) >= 10, words
+    banned = {"together", "lanes", "lane"}
+    for path in _code():
+        tree = ast.parse(path.read_text())
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+            a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments)
+            for a in n.args + n.kwonlyargs}
+        options = {s for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                   and isinstance(n.value, str) and n.value.startswith("--") for s in [n.value]}
+        assert not banned & names, (path.name, banned & names)
+        assert not {f"--{w}" for w in banned} & options, path.name

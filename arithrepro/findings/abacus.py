@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from arithrepro import stats
-from arithrepro.findings.base import Finding, cells, each, values
+from arithrepro.findings.base import Finding, configurations, each, values
 
 
 def _looping(rows):
@@ -16,7 +16,7 @@ def _looping(rows):
 def _in_range(rows, params):
     """Within the training lengths, accuracy in the high 90s (the paper's, as the blog quotes it)."""
     parts = []
-    for m, s in cells(rows):
+    for m, s in configurations(rows):
         acc = values(rows, "id_acc", model=m, size=s)
         n = values(rows, "id_n", model=m, size=s)
         parts.append((s, stats.against(acc, 0.975, 0.025, trials=int(min(n)) if n else None),

@@ -115,8 +115,8 @@ def pct(xs: list[float]) -> str:
     return f"{100 * mean(xs):.1f} ± {100 * std(xs):.1f} % (n = {len(xs)})"
 
 
-def cells(rows: pd.DataFrame) -> list[tuple[str, str]]:
-    """(model, size) of every cell, in the records' order."""
+def configurations(rows: pd.DataFrame) -> list[tuple[str, str]]:
+    """(model, size) of every configuration (a run without its seed), in the records' order."""
     return list(dict.fromkeys(zip(rows["model"], rows["size"])))
 
 

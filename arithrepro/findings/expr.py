@@ -4,8 +4,8 @@ runs test (claims/expr.yaml names the claims; docs/expr.md repeats the table).""
 from __future__ import annotations
 
 from arithrepro import stats
-from arithrepro.findings.base import (UNTESTED, Finding, Verdict, cells, each, missing, outcome,
-                                     values)
+from arithrepro.findings.base import (UNTESTED, Finding, Verdict, configurations, each,
+                                     missing, outcome, values)
 
 
 ORDER = ("retran", "lstm", "gpt")
@@ -46,7 +46,7 @@ def _ranked(metric):
 def _drops(rows, params):
     """Run by run, test accuracy above OOD accuracy, per architecture and size."""
     parts = []
-    for m, s in cells(rows):
+    for m, s in configurations(rows):
         runs = rows[(rows["model"] == m) & (rows["size"] == s)].dropna(subset=["test_acc", "ood_acc"])
         parts.append((f"{m} {s}, test − OOD", stats.paired(runs["test_acc"], runs["ood_acc"]),
                       len(runs)))

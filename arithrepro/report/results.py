@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from arithrepro.report.tables import cells, format_mean
+from arithrepro.report.tables import configurations, format_mean
 
 README_START = "<!-- results: written by `arithrepro results --readme` from docs/results.json; edit nothing here -->"
 README_END = "<!-- /results -->"
@@ -38,13 +38,13 @@ def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
         if sizes:
             rows = rows[[re.search(sizes, s) is not None for s in rows["size"]]]
         out = []
-        for (model, size), cell in cells(rows):
-            entry = {"model": model, "size": size, "n": int(len(cell))}
-            kept = [m for m in metrics if m in cell]
+        for (model, size), runs in configurations(rows):
+            entry = {"model": model, "size": size, "n": int(len(runs))}
+            kept = [m for m in metrics if m in runs]
             entry["seeds"] = {int(row["seed"]): {m: float(row[m]) for m in kept if pd.notna(row[m])}
-                              for _, row in cell.sort_values("seed").iterrows()}
+                              for _, row in runs.sort_values("seed").iterrows()}
             for m in metrics:
-                values = [float(v) for v in cell[m].dropna()] if m in cell else []
+                values = [float(v) for v in runs[m].dropna()] if m in runs else []
                 if values:
                     entry[m] = {"mean": statistics.fmean(values),
                                 "std": statistics.stdev(values) if len(values) > 1 else None}

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from arithrepro.io import ArtifactError, write_frame, write_json, write_text
+from arithrepro.runs import run_name
 
 KEYS = ["task", "model", "size", "seed"]
 # Metrics shown first in the markdown tables; any others follow in record order.
@@ -111,11 +112,11 @@ def _check_keys(path: Path, record: dict, task: str) -> None:
         raise ArtifactError(path, "model and size must be strings")
     if isinstance(record["seed"], bool) or not isinstance(record["seed"], int):
         raise ArtifactError(path, f"seed = {record['seed']!r} is not an integer")
-    # The summary is keyed by the cell name; a record that disagrees with its file name would
+    # The summary is keyed by the run's name; a record that disagrees with its file name would
     # silently replace another run's entry.
-    cell = f"{record['model']}-{record['size']}-{record['seed']}"
-    if path.stem != cell:
-        raise ArtifactError(path, f"the record is for cell {cell}, not {path.stem}")
+    name = run_name(record["model"], record["size"], record["seed"])
+    if path.stem != name:
+        raise ArtifactError(path, f"the record is for run {name}, not {path.stem}")
 
 
 def _check_metric(path: Path, name: str, value) -> None:
@@ -173,9 +174,9 @@ def summary_json(df: pd.DataFrame) -> dict:
     out: dict = {}
     metrics = metric_names(df)
     for row in summary_csv(df).to_dict("records"):
-        cell = f"{row['model']}-{row['size']}-{int(row['seed'])}"
+        name = run_name(row["model"], row["size"], int(row["seed"]))
         values = {m: _plain(row[m]) for m in metrics}
-        out.setdefault(row["task"], {})[cell] = {m: v for m, v in values.items() if v is not None}
+        out.setdefault(row["task"], {})[name] = {m: v for m, v in values.items() if v is not None}
     return out
 
 
@@ -189,10 +190,10 @@ def headline_json(df: pd.DataFrame, headline: dict) -> dict:
         rows = df[df["task"] == task]
         if sizes:
             rows = rows[[re.search(sizes, size) is not None for size in rows["size"]]]
-        for (model, size), cell in cells(rows):
+        for (model, size), runs in configurations(rows):
             entry = {}
             for m in metrics:
-                values = [float(v) for v in cell[m].dropna()] if m in cell else []
+                values = [float(v) for v in runs[m].dropna()] if m in runs else []
                 if values:
                     entry[m] = _plain(statistics.fmean(values))
                     if len(values) > 1:
@@ -240,14 +241,14 @@ def markdown_table(df: pd.DataFrame, task: str, metrics: list[str]) -> str:
     if unknown:
         raise ValueError(f"task {task!r}: no metric {', '.join(unknown)} in the run records")
     header = ["model", "size", "params", "seeds", *metrics]
-    body = [_table_row(cell, metrics) for _, cell in cells(rows)]
+    body = [_table_row(runs, metrics) for _, runs in configurations(rows)]
     note = ("Mean ± sample standard deviation (n − 1) over seeds; "
             "a cell with a single seed shows its value alone.")
     return f"### {task}\n\n{note}\n\n{_render(header, body)}\n"
 
 
-def cells(rows: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
-    """The (model, size) groups, ordered by model and then by parameter count."""
+def configurations(rows: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
+    """Each configuration's runs (model, size: a run without its seed), ordered by model and then by parameter count."""
     rank = {size: i for i, size in enumerate(size_order(rows))}
 
     def key(item):
@@ -258,12 +259,12 @@ def cells(rows: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
     return sorted(rows.groupby(["model", "size"], sort=False), key=key)
 
 
-def _table_row(cell: pd.DataFrame, metrics: list[str]) -> list[str]:
-    params = cell["params"].dropna() if "params" in cell else pd.Series(dtype=float)
-    return [str(cell["model"].iloc[0]), str(cell["size"].iloc[0]),
+def _table_row(runs: pd.DataFrame, metrics: list[str]) -> list[str]:
+    params = runs["params"].dropna() if "params" in runs else pd.Series(dtype=float)
+    return [str(runs["model"].iloc[0]), str(runs["size"].iloc[0]),
             f"{round(params.mean()):,}" if len(params) else "–",
-            str(len(cell)),
-            *(format_stat(m, [float(v) for v in cell[m].dropna()]) for m in metrics)]
+            str(len(runs)),
+            *(format_stat(m, [float(v) for v in runs[m].dropna()]) for m in metrics)]
 
 
 def format_stat(metric: str, values: list[float]) -> str:
@@ -339,7 +340,7 @@ def by_suffix_table(rows: pd.DataFrame, prefix: str, label: str, title: str, not
     names = [m for m in metric_names(rows) if m.startswith(prefix) and m[len(prefix):].isdigit()
              and rows[m].notna().any()]
     names.sort(key=lambda m: int(m[len(prefix):]))
-    groups = cells(rows)
+    groups = configurations(rows)
     header = [label] + [f"{model} {size}" for (model, size), _ in groups]
     body = [[m[len(prefix):]] + [format_stat(m, [float(v) for v in group[m].dropna()])
                                  for _, group in groups] for m in names]

@@ -137,7 +137,7 @@ class Task(ABC):
     @abstractmethod
     def loop(self, run: Run, params: dict, data: Data | None) -> dict:
         """The training loop's settings (train/config.py's TrainConfig fields), but the seed
-        and the placement's, which runs.settings adds."""
+        and the placement's, which runs.configure adds."""
 
     @abstractmethod
     def reads(self, run: Run, params: dict, arch: dict, cfg) -> dict:

@@ -260,11 +260,11 @@ def label(study: str, swept: dict) -> str:
 
 def study_runs(params: dict, study: str) -> list[Run]:
     """The runs of a study, in dvc.yaml's order (models, then the swept values in the order of
-    SWEEPS[study], then seeds); a run's setting holds its swept values."""
+    SWEEPS[study], then seeds); a run's `swept` holds its swept values."""
     s = params["modular"]["studies"][study]
     keys = SWEEPS[study]
     return [Run("modular", model, label(study, dict(zip(keys, values))), seed, group=study,
-                    setting=dict(zip(keys, values)))
+                    swept=dict(zip(keys, values)))
             for model in s["models"]
             for values in itertools.product(*(s["sweep"][k] for k in keys))
             for seed in s["seeds"]]
@@ -273,7 +273,7 @@ def study_runs(params: dict, study: str) -> list[Run]:
 def run_config(params: dict, run: Run) -> dict:
     """A run's configuration: base, its study's `set`, its swept values."""
     m = params["modular"]
-    return {**m["base"], **m["studies"][run.group]["set"], **run.setting}
+    return {**m["base"], **m["studies"][run.group]["set"], **run.swept}
 
 
 # --- params ----------------------------------------------------------------------------------
