@@ -41,7 +41,7 @@ if [[ $parts == *looped* ]]; then
                    $model-notebook-0 $model-notebook-1 $model-notebook-2 || exit 1
                echo "looped: $model, seeds 0-2 as one ensemble, trained in $((SECONDS - start)) s"
                for seed in 0 1 2; do
-                   python3 -m arithrepro.cli evaluate --task looped --model $model --size notebook --seed $seed || exit 1
+                   python3 -m arithrepro.cli evaluate --task looped $model-notebook-$seed || exit 1
                done
            done \
         && python3 -m arithrepro.cli report --task looped ) 2>&1 | tee "$out/looped.log"
@@ -51,5 +51,5 @@ if [[ $parts == *compile* ]]; then
     python3 -m benchmarks.run --only compile 2>&1 | tee "$out/compile.log"
 fi
 if [[ $parts == *ensemble* ]]; then
-    python3 -m benchmarks.run --only ensemble 2>&1 | tee "$out/ensemble.log"
+    python3 -m benchmarks.run --only ensemble,copies 2>&1 | tee "$out/ensemble.log"
 fi

@@ -1,6 +1,6 @@
 """Benchmarks: every number is printed beside a reference measured in the same run.
 
-    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,dropout,gen,abacus,modular,compile,ensemble,processes]
+    python -m benchmarks.run [--batch 256] [--repeats 3] [--only steps,mfu,retran,decode,dropout,gen,abacus,modular,compile,ensemble,copies,processes]
 
 - steps:  the training loop's step (forward, backward, LAMB; micro-batches where the model
           has them) of every expr model/size at the cpu profile's batch, with model FLOP/s as a
@@ -230,7 +230,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gen-n", type=int, default=200_000)
     ap.add_argument("--only", default="steps,mfu,retran,decode,dropout,gen,abacus,modular,compile,"
-                                      "ensemble,processes")
+                                      "ensemble,copies,processes")
     args = ap.parse_args()
     params = yaml.safe_load(open(args.params))
     batch = args.batch or params["expr"]["train"]["batch_size"]
@@ -268,6 +268,11 @@ def main() -> None:
         from benchmarks.bench_ensemble import bench_ensemble
 
         bench_ensemble(params, (3, 5))
+    if "copies" in only:
+        from arithrepro.device import resolve_device
+        from benchmarks.bench_copies import bench_copies
+
+        bench_copies((3, 5), max(args.repeats, 5), resolve_device(params["device"]))
     if "processes" in only:
         from benchmarks.bench_ensemble import bench_processes
 
