@@ -1,6 +1,6 @@
 """The one place a run of any task is trained and its records written: model.pt, train.json
 and live/ (dvclive's series) in its folder, then, for a task scored as it trains, its record
-and curve (arithrepro/runs.py's Files says where each lives)."""
+and curve (arithrepro/runs.py's Files says where each lives; records.py writes every record)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from arithrepro.records import write_record
 from arithrepro.runs import Built, Placement, Run
 
 
@@ -97,12 +98,3 @@ def _write(task, run: Run, built: Built, result: dict, params: dict, where: Plac
         write_record(run.files.record, run, record, origin)
     return summary
 
-
-def write_record(path: Path, run: Run, fields: dict, origin: dict) -> dict:
-    """Every record a run has, the same shape: the run's head (task, model, size, seed), the
-    fields, and last its provenance (`origin`: each stage's that made it). Returns it."""
-    from arithrepro.io import write_json
-
-    record = {**run.head(), **fields, "provenance": origin}
-    write_json(path, record)
-    return record

@@ -36,7 +36,7 @@ def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
     from arithrepro.io import read_json, write_frame
     from arithrepro.models.registry import load_model
     from arithrepro.provenance import provenance
-    from arithrepro.runner import write_record
+    from arithrepro.records import write_record
     from arithrepro.tasks.registry import REPORTS, TASKS
 
     from arithrepro import bench as benchmark

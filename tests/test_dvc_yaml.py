@@ -78,6 +78,18 @@ def test_a_cell_runs_its_tasks_and_models_code_only():
     assert "arithrepro/cost.py" not in code_files(ROOT, "train", "charlm")
 
 
+@pytest.mark.parametrize("task", ["expr", "abacus", "looped"])
+def test_an_evaluation_runs_no_training_code(task):
+    """A change to the training loop re-runs the runs, and their evaluations only where a run's
+    model changed: the evaluate stage writes its record without the runner or the loop."""
+    files = set(code_files(ROOT, "evaluate", task))
+    assert "arithrepro/records.py" in files
+    assert not {"arithrepro/runner.py", "arithrepro/ensemble.py"} & files
+    # of train/, only what a task's data is made of (its batches) and a run's settings
+    assert {f for f in files if f.startswith("arithrepro/train/")} <= {
+        "arithrepro/train/batches.py", "arithrepro/train/config.py"}
+
+
 @pytest.mark.parametrize("task", ["expr", "abacus", "looped", "modular", "charlm"])
 def test_no_run_depends_on_the_findings_or_the_statistics(task):
     """A changed check or test re-runs the results page, never a run or its evaluation."""
