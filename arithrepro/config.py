@@ -41,8 +41,14 @@ def _compile_setting(key, value) -> None:
 
 
 def _name(key, value) -> None:
+    """A profile's name; one that conf/profile/ defines where the params are read beside it
+    (a misspelt `profile:` typed into params.yaml would otherwise label a run wrongly)."""
     if not isinstance(value, str) or not re.fullmatch(r"[a-z0-9_-]+", value):
         fail(key, value, "a profile name (lower-case letters, digits, - and _)")
+    known = profiles() if (CONF / "profile").is_dir() else []
+    if known and value not in known:
+        fail(key, value, f"one of the profiles in {CONF / 'profile'}/: {', '.join(known)}"
+                         f"{did_you_mean(value, known)}")
 
 
 # --- the params.yaml schema ------------------------------------------------------------------
@@ -197,8 +203,25 @@ def _compose_to(out: Path, overrides: list[str], conf: Path) -> None:
         compose_and_dump(out, str(conf.resolve()), None, "config", str(Path.cwd()), overrides)
     except Exception as err:  # Hydra's and OmegaConf's errors: a bad override, key or profile
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ParamsError(f"{conf / 'config.yaml'} with {shown(overrides)}: {first}"
-                          f"{_nearest_key(first, conf)}") from None
+        raise ParamsError(f"{conf / 'config.yaml'} with {shown(overrides)}: "
+                          f"{_readable(first, overrides)}{_nearest_key(first, conf)}") from None
+
+
+def _readable(message: str, overrides: list[str]) -> str:
+    """Hydra's parser message for an override it cannot read, said as what is wrong with it:
+    the override that opens a list, a mapping or a quote it does not close."""
+    if not any(w in message for w in ("no viable alternative", "NoViableAlt", "mismatched input",
+                                      "extraneous input")):
+        return message
+    for o in overrides:
+        value = o.partition("=")[2]
+        for opens, closes in (("[", "]"), ("{", "}"), ("(", ")")):
+            if value.count(opens) != value.count(closes):
+                return (f"{o}: unbalanced {opens}{closes} (a list is [a,b], a mapping {{k: v}}; "
+                        "quote the whole override in the shell)")
+        if value.count("'") % 2 or value.count('"') % 2:
+            return f"{o}: an unclosed quote"
+    return f"an override Hydra cannot parse ({message})"
 
 
 def _nearest_key(message: str, conf: Path) -> str:

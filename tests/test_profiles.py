@@ -73,7 +73,9 @@ def test_an_unknown_profile_or_key_is_one_line_and_writes_nothing(tmp_path):
     for override, words in (("profile=gpu", "profile=gpu: no such profile (did you mean cpu?); profiles: cpu, paper, smoke"),
                             ("profile=cpuu", "(did you mean cpu?)"),
                             ("bogus.key=1", "bogus.key"),
-                            ("models.gpt.lrr=0.1", "(did you mean models.gpt.lr?)")):
+                            ("models.gpt.lrr=0.1", "(did you mean models.gpt.lr?)"),
+                            ("expr.seeds=[0,1", "expr.seeds=[0,1: unbalanced []"),
+                            ("expr.seeds='0", "expr.seeds='0: an unclosed quote")):
         result = CliRunner().invoke(compose_params, [override, "--conf", str(ROOT / "conf"),
                                                      "--out", str(out)])
         assert result.exit_code == 2
@@ -81,6 +83,18 @@ def test_an_unknown_profile_or_key_is_one_line_and_writes_nothing(tmp_path):
         assert result.output.count("\n") == 1
     assert out.read_text() == "untouched\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
+
+
+def test_a_profile_typed_into_params_yaml_must_be_one_of_conf(tmp_path, monkeypatch):
+    """`profile:` labels every record; a misspelt one is refused where conf/profile/ is beside
+    the params, with the profiles and the nearest."""
+    params = config.compose(["profile=smoke"], ROOT / "conf")
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(config.ParamsError, match=r"^profile = 'cpuu': expected one of the "
+                                                 r"profiles in conf/profile/: cpu, paper, smoke "
+                                                 r"\(did you mean cpu\?\)$"):
+        config.validate({**params, "profile": "cpuu"})
+    config.validate({**params, "profile": "paper"})
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
