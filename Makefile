@@ -18,7 +18,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet torch==2.13.0 uv==0.13.9
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev,llm]'
 	touch $@
 
 # The stages of `dvc repro`, several at once (arithrepro/repro.py; docs/profiles.md).

@@ -45,7 +45,11 @@ def fingerprint(endpoint: dict, problems: list[dict]) -> str:
 
 def client_for(endpoint: dict, timeout_s: float, max_retries: int):
     """The OpenAI client for an endpoint, its key from the environment variable it names."""
-    from openai import OpenAI
+    try:
+        from openai import OpenAI
+    except ImportError:
+        raise ValueError("llm: the openai package is missing; install the llm extra "
+                         "(pip install 'arithrepro[llm]')") from None
 
     name = endpoint["key_env"]
     key = os.environ.get(name)

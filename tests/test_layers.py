@@ -85,3 +85,15 @@ def test_stages_do_not_import_each_other():
     reach = {m: sorted(e for e in edges[m] if e.startswith("arithrepro.stages") and e not in allowed)
              for m in stages}
     assert {m: r for m, r in reach.items() if r} == {}
+
+
+def test_every_package_is_one_the_distribution_ships():
+    """pyproject.toml lists its packages by name: a package missing there imports from a
+    checkout (an editable install) and is absent from a built wheel."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    where = {name: ROOT / path for name, path in project["package-dir"].items()}
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "arithrepro").rglob("__init__.py")}
+    found |= {name for name, path in where.items() if (path / "__init__.py").is_file()}
+    assert set(project["packages"]) == found

@@ -247,3 +247,12 @@ def test_the_stage_resumes_after_a_kill_costs_nothing_again_and_writes_no_key(
     leaked = [str(p.relative_to(work)) for p in work.rglob("*")
               if p.is_file() and not p.is_symlink() and SECRET.encode() in p.read_bytes()]
     assert leaked == [] and SECRET not in out + first_out
+
+
+def test_without_the_llm_extra_the_stage_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openai", None)   # as if the package were not installed
+    monkeypatch.setenv("ARITHREPRO_TEST_KEY", "k")
+    endpoint = {"base_url": "http://127.0.0.1:9", "model": "m", "key_env": "ARITHREPRO_TEST_KEY"}
+    with pytest.raises(ValueError, match=r"^llm: the openai package is missing; install the "
+                                         r"llm extra \(pip install 'arithrepro\[llm\]'\)$"):
+        llm.client_for(endpoint, 1, 0)
