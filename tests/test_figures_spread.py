@@ -227,6 +227,26 @@ def test_expr_accuracy_by_length_has_a_band_per_split_and_bars_on_the_loss(tmp_p
     assert "mean ± std over 3 seeds" in _title(loss)
 
 
+def test_expr_accuracy_by_length_keeps_its_legend_and_title_inside_the_figure(tmp_path, drawn):
+    """The legend below the axes, clear of the lines and of the band's label; the title and the
+    legend within the saved image."""
+    summary, by_length, data = expr_inputs(tmp_path, THREE)
+    expr_figures.render_expr(summary, by_length, data, tmp_path / "plots")
+    fig = drawn["accuracy_vs_length.png"]
+    ax = fig.axes[0]
+    assert ax.get_legend() is None and len(fig.legends) == 1
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)   # the saved figure was closed: draw it again to measure it
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    page = fig.bbox
+    legend, axes = fig.legends[0].get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert legend.y1 <= axes.y0 + 1
+    for part in (legend, ax.title.get_window_extent(renderer)):
+        assert page.x0 - 1 <= part.x0 and part.x1 <= page.x1 + 1, part
+
+
 def test_expr_one_seed_draws_no_band(tmp_path, drawn):
     summary, by_length, data = expr_inputs(tmp_path, ONE)
     paths = expr_figures.render_expr(summary, by_length, data, tmp_path / "plots")

@@ -192,8 +192,9 @@ def _accuracy_vs_length(plt, per_length: pd.DataFrame, models: list[str]):
     ax.set_xlabel("problem length (characters)")
     ax.set_ylabel("accuracy, exact match (%)")
     note = seed_note(per_length.groupby("model")["seeds"].first(), "mean ± std")
-    ax.set_title(f"expr: accuracy by problem length, largest models ({note})")
-    ax.legend(loc="best")
+    ax.set_title(f"expr: accuracy by problem length, largest models\n({note})")
+    # below the axes: inside, the legend would cover the lines or the band's label
+    fig.legend(loc="outside lower center", ncols=2, frameon=False)
     return fig
 
 
