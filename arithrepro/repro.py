@@ -216,13 +216,15 @@ class _Chain:
 
 
 def reproduce(jobs_wanted: int | None, ensemble: bool, targets: tuple[str, ...] = (),
-              echo=print, workers_in_process: bool = True, cpu: dict | None = None) -> int:
+              echo=print, workers_in_process: bool = True, cpu: dict | None = None,
+              dry: bool = False) -> int:
     """Plan from DVC's graph and status, run, and return the exit status. `targets`: those
-    stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline."""
+    stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline. dry: say
+    what would run, in order, and run nothing."""
     from dvc.repo import Repo
 
     with holding(Path(Repo.find_root()), echo):
-        return _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu)
+        return _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry)
 
 
 class WorkspaceBusy(ValueError):
@@ -313,7 +315,7 @@ def _dvc_processes(root: Path) -> list[tuple[int, str]]:
     return found
 
 
-def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu) -> int:
+def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry=False) -> int:
     import networkx as nx
     from dvc.repo import Repo
 
@@ -346,6 +348,11 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu) ->
         return 0
     echo(f"{len(jobs)} of {len(names)} stages to run, {min(workers, len(jobs))} at a time with "
          f"{threads} thread{'s' if threads > 1 else ''} each")
+    if dry:
+        for job in jobs:
+            echo(f"  would run {job.name}")
+        echo("(dry run: nothing ran; `arithrepro estimate` projects the training time)")
+        return 0
     from arithrepro.cpu import env_for
 
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),

@@ -155,6 +155,12 @@ def test_a_dvc_project_runs_side_by_side_and_ends_as_dvc_repro_leaves_it(tmp_pat
     (tmp_path / "dvc.yaml").write_text(pipeline())
     sh(["git", "add", "-A"], tmp_path)
     sh(["git", "commit", "-qm", "pipeline"], tmp_path)
+    # a dry run says what would run, in order, and runs nothing
+    out = sh(["arithrepro", "repro", "--dry", "--jobs", "2"], tmp_path)
+    assert "6 of 6 stages to run" in out and "would run source" in out
+    assert out.index("would run source") < out.index("would run square@1") \
+        < out.index("would run total")
+    assert not list(tmp_path.glob("*.txt")) and "nothing ran" in out
     # a target and what it reads, as `dvc repro square@2`
     out = sh(["arithrepro", "repro", "--jobs", "2", "square@2"], tmp_path)
     assert "2 of 2 stages to run" in out and not (tmp_path / "sq1.txt").exists()
