@@ -36,7 +36,9 @@ class Job:
 
     @property
     def name(self) -> str:
-        return self.stages[0] if len(self.stages) == 1 else f"{self.stages[0]} (+{len(self.stages) - 1} as one ensemble)"
+        if len(self.stages) == 1:
+            return self.stages[0]
+        return f"{self.stages[0]} (+{len(self.stages) - 1} as one ensemble)"
 
 
 def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[str],

@@ -36,7 +36,8 @@ def arguments(name: str, E: int, B: int, T: int, d: int, device) -> tuple[list, 
         args += ([r(d, F), r(d), r(B, d), r(B, F), r(d, F), r(d)] if name == "lstm-source"
                  else [None] * 6)
         rows = plain.Rows.full(B, T, device)
-        return args, copies.LSTMCopies.apply, lambda *a: plain.LSTMRecurrence.apply(a[0], rows, *a[1:])
+        return (args, copies.LSTMCopies.apply,
+                lambda *a: plain.LSTMRecurrence.apply(a[0], rows, *a[1:]))
     width = 3 * d if name == "gru" else d
     fns = (copies.GRUCopies, plain.GRURecurrence) if name == "gru" else (copies.ElmanCopies,
                                                                           plain.ElmanRecurrence)

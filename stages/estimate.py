@@ -141,7 +141,8 @@ def _jobs(params: dict, tasks, device: str, precisions: dict):
         for runs in groups.values():
             run = runs[0]
             yield Job(name, f"{run.model}-{run.label}" + (" (bench)" if run.home else ""),
-                      len(runs), lambda run=run, task=task, where=where: build(task, run, params, where, trial=True))
+                      len(runs), lambda run=run, task=task, where=where:
+                      build(task, run, params, where, trial=True))
 
 
 def _shape(task: str, built, compile_) -> str:

@@ -5,9 +5,10 @@ A builder is called as `build(size, dropout=..., **dims)`: `size` holds the arch
 others) plus the `budget_fields` a task's budget sets in <task>.model (the abacus width: the
 task that declares it sizes the model, `GridTask.sizes_models`, sets it on every task).
 `form` says which dims: the form of samples the model takes (models/forms.py: tokens,
-digit-tokens or pairs), and a builder gets that form's dims alone. A task offers forms; a model meets a task that offers its form directly, or
-through an adapter (forms.ADAPTERS: a token model on digit pairs), and `build_model(...,
-form=<the task's>)` builds it so. `sizes` says where a model's architecture comes from: "models"
+digit-tokens or pairs), and a builder gets that form's dims alone. A task offers forms; a
+model meets a task that offers its form directly, or through an adapter (forms.ADAPTERS: a
+token model on digit pairs), and `build_model(..., form=<the task's>)` builds it so. `sizes`
+says where a model's architecture comes from: "models"
 (models.<name>.sizes.<size>, the grid tasks' models) or "run" (the run's own configuration: a
 modular study's, a charlm architecture's); a task names the "run" models it builds itself
 (its TAKES, `own`: tasks/declared.py).

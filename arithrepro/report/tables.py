@@ -248,7 +248,8 @@ def markdown_table(df: pd.DataFrame, task: str, metrics: list[str]) -> str:
 
 
 def configurations(rows: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
-    """Each configuration's runs (model, size: a run without its seed), ordered by model and then by parameter count."""
+    """Each configuration's runs (model, size: a run without its seed), ordered by model and
+    then by parameter count."""
     rank = {size: i for i, size in enumerate(size_order(rows))}
 
     def key(item):

@@ -144,7 +144,8 @@ class Task(ABC):
         """The params the run's result depends on (provenance, dvclive's params, the resume
         fingerprint)."""
 
-    def record(self, run: Run, built: Built, result: dict, summary: dict, params: dict) -> dict | None:
+    def record(self, run: Run, built: Built, result: dict, summary: dict,
+               params: dict) -> dict | None:
         """A task scored as it trains: its record's fields after the head (Run.head; the runner
         adds the provenance last), from the training's result and its summary (train.json's
         fields). None: the run is scored after training (the evaluate stage)."""
