@@ -65,15 +65,16 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
     return rows
 
 
-def _one_process(task_name, run, params, threads, barrier, warmup, timed, out):
-    """A child of bench_processes: one run at `threads` threads, timed after the barrier."""
+def _one_process(task_name, run, params, threads, barrier, warmup, timed, out, device="cpu"):
+    """A child of bench_processes: one run at `threads` threads on `device`, timed after the
+    barrier."""
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import spec_of
     from arithrepro.runs import Placement, build
     from arithrepro.tasks.registry import TASKS
 
     torch.set_num_threads(threads)
-    b = build(TASKS[task_name], run, params, Placement("cpu", "fp32", False), trial=True)
+    b = build(TASKS[task_name], run, params, Placement(device, "fp32", False), trial=True)
     barrier.wait()
     out.put(time_steps(b.net, b.data.batches, b.cfg, warmup, timed, spec_of(b.arch)))
 
@@ -82,15 +83,21 @@ def bench_processes(params: dict, processes: int = 2, warmup: int = 2, timed: in
                     only: str = "") -> list[dict]:
     """`processes` runs as that many processes sharing the cores (threads split evenly, all
     stepping at once) against the same runs one after another with every thread: what a
-    scheduler that runs cells side by side would save (> 1) or cost (< 1)."""
+    scheduler that runs cells side by side would save (> 1) or cost (< 1). Where the params'
+    device is a GPU, the processes share that one GPU, each with one CPU thread: what running
+    several stages per GPU saves where one small model leaves it waiting on launches."""
     import multiprocessing as mp
 
-    threads = torch.get_num_threads()
+    from arithrepro.device import resolve_device
+
+    device = resolve_device(params["device"])
+    threads = torch.get_num_threads() if device == "cpu" else processes
     if threads % processes:
         raise SystemExit(f"--processes {processes}: must divide the {threads} threads")
     ctx = mp.get_context("spawn")
+    on = "" if device == "cpu" else f", sharing {device}"
     print(f"\n== {processes} runs one after another at {threads} threads vs {processes} "
-          f"processes at {threads // processes} each (s per step of all runs)")
+          f"processes at {threads // processes} each{on} (s per step of all runs)")
     print(f"{'cell':<28}{'P':>3}{'one by one':>12}{'side by side':>14}{'speed-up':>10}")
     rows = []
     for task, run, cell in cells(params, only):
@@ -99,7 +106,7 @@ def bench_processes(params: dict, processes: int = 2, warmup: int = 2, timed: in
         def measure(n_threads, group):
             barrier, out = ctx.Barrier(len(group)), ctx.Queue()
             procs = [ctx.Process(target=_one_process, args=(task.name, s, params, n_threads,
-                                                            barrier, warmup, timed, out))
+                                                            barrier, warmup, timed, out, device))
                      for s in group]
             for p in procs:
                 p.start()

@@ -2,7 +2,9 @@
 # The checks a CUDA machine runs (docs/benchmarks.md, "On a GPU"): the tests that touch the device, the
 # projected training times, the training step eager against torch.compile and CUDA graphs, and
 # ensembles against the same runs one by one, and the paper profile's looped cells trained to the end.
-#   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of tests,estimate,compile,ensemble,looped
+#   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of tests,estimate,compile,ensemble,processes,looped
+# `processes` times the paper profile's small runs as 2 and 4 processes sharing the one GPU against
+# the same runs one after another (what several stages per GPU save).
 # `looped` trains, scores and reports the paper profile's looped grid (each model's seeds as one
 # ensemble) without DVC, in looped-paper/, and packs its records into OUT_DIR/looped-paper.tar.gz;
 # LOOPED_SET adds overrides to the composed params (a short run to try the script: looped.train.steps=20).
@@ -18,10 +20,10 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())" | tee -a "$out/gpu.txt"
 if [[ $parts == *tests* ]]; then
-    python3 -m pytest -v -p no:cacheprovider -n ${TEST_WORKERS:-8} --dist loadfile --durations=20 tests/test_cuda.py tests/test_device.py \
+    python3 -m pytest -v -p no:cacheprovider -n ${TEST_WORKERS:-8} --dist ${TEST_DIST:-loadfile} --durations=20 tests/test_cuda.py tests/test_device.py \
         tests/test_fast_paths.py tests/test_micro_batches.py tests/test_optim.py \
         tests/test_decoding.py tests/test_recurrent_fused.py tests/test_retran_fused.py \
-        tests/test_graphs.py tests/test_ensemble.py tests/test_provenance.py::test_a_cuda_run_names_its_gpu \
+        tests/test_graphs.py tests/test_ensemble.py tests/test_ddp.py tests/test_provenance.py::test_a_cuda_run_names_its_gpu \
         2>&1 | tee "$out/tests.log"
 fi
 if [[ $parts == *estimate* ]]; then
@@ -46,6 +48,15 @@ if [[ $parts == *looped* ]]; then
            done \
         && python3 -m arithrepro.cli report --task looped ) 2>&1 | tee "$out/looped.log"
     tar czf "$out/looped-paper.tar.gz" --exclude='*.pt' --exclude='data' -C "$ws" .
+fi
+if [[ $parts == *processes* ]]; then
+    ws=processes-paper
+    rm -rf "$ws" && mkdir -p "$ws" && cp -r conf "$ws/"
+    ( cd "$ws" && python3 -m arithrepro.cli compose-params profile=paper >/dev/null ) \
+        && for p in 2 4; do
+               python3 -m benchmarks.bench_ensemble --params "$ws/params.yaml" --processes $p \
+                   --only "${PROCESSES_ONLY:-modular}"
+           done 2>&1 | tee "$out/processes.log"
 fi
 if [[ $parts == *compile* ]]; then
     python3 -m benchmarks.run --only compile 2>&1 | tee "$out/compile.log"
