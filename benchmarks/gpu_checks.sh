@@ -9,14 +9,17 @@
 # ensemble) without DVC, in looped-paper/, and packs its records into OUT_DIR/looped-paper.tar.gz;
 # LOOPED_SET adds overrides to the composed params (a short run to try the script: looped.train.steps=20).
 # Logs and JSON land in OUT_DIR (default gpu-out). Run it from the repository root after
-# `pip install -e .` (stages/ is the package arithrepro.stages only through the install; a
-# non-editable install is shadowed there by the source tree, which lacks it). The tests run on
+# `pip install --no-deps --no-build-isolation -e .` (stages/ is the package arithrepro.stages only
+# through the install; a non-editable install is shadowed there by the source tree, which lacks
+# it; without a registry, pip's isolated build cannot fetch setuptools). The tests run on
 # eight workers: the static step's tests alone take minutes on a GPU (docs/benchmarks.md).
 set -uo pipefail
 out=${1:-gpu-out}
 parts=${2:-tests,estimate,compile,ensemble}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
+python3 -c "import arithrepro.stages" 2>/dev/null \
+    || { echo "gpu_checks: arithrepro.stages does not import: pip install --no-deps --no-build-isolation -e . first" >&2; exit 2; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())" | tee -a "$out/gpu.txt"
 if [[ $parts == *tests* ]]; then
