@@ -347,6 +347,21 @@ def test_modular_sanity_bands_span_one_sample_std(tmp_path, drawn):
     assert "± 1 std over seeds" in [t.get_text() for t in acc.get_legend().get_texts()]
 
 
+def test_modular_sanity_draws_each_seed_behind_the_mean(tmp_path, drawn):
+    summary, out = modular_inputs(tmp_path, THREE)
+    modular_figures.render_modular(summary, None, None, out)
+    fig = drawn["sanity_curves.png"]
+    loss, acc = fig.axes[:2]
+    for seed in THREE:
+        run = pd.read_csv(out / "curves" / "sanity" / f"gpt-sin-sanity-{seed}.csv")
+        for ax, metric in ((acc, "train_acc"), (loss, "val_loss")):
+            faint = [ln for ln in ax.get_lines() if ln.get_alpha() == 0.3]
+            assert any(len(ln.get_ydata()) == len(run) and np.allclose(ln.get_ydata(), run[metric])
+                       for ln in faint), (seed, metric)
+    assert len([ln for ln in acc.get_lines() if ln.get_alpha() == 0.3]) == 2 * 2 * len(THREE)
+    assert "faint: each seed" in _title(fig)
+
+
 def test_modular_sanity_one_seed_draws_no_band(tmp_path, drawn):
     summary, out = modular_inputs(tmp_path, ONE)
     modular_figures.render_modular(summary, None, None, out)

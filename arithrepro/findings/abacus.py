@@ -21,7 +21,7 @@ def _in_range(rows, params):
         n = values(rows, "id_n", model=m, size=s)
         parts.append((s, stats.against(acc, 0.975, 0.025, trials=int(min(n)) if n else None),
                       len(acc)))
-    return each(parts, "any cell")
+    return each(parts, "any configuration")
 
 
 def _beyond(rows, params):

@@ -10,7 +10,7 @@ side.
 
 A check returns a Verdict: its outcome, one word of OUTCOMES decided by a stated test over the
 seeds (arithrepro/stats.py) and never by a mean alone, the numbers and the test it rests on in
-words, and the fewest seeds of any cell it read.
+words, and the fewest seeds of any configuration it read.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ def _sizes(rows, model: str) -> list[str]:
 
 
 def _learns(rows, params):
-    """Each architecture's largest cell above the trivial baseline: always answering the
+    """Each architecture's largest configuration above the trivial baseline: always answering the
     training set's most common answer (majority_acc, measured on the test set)."""
     parts = []
     for m in ORDER:
@@ -50,7 +50,7 @@ def _drops(rows, params):
         runs = rows[(rows["model"] == m) & (rows["size"] == s)].dropna(subset=["test_acc", "ood_acc"])
         parts.append((f"{m} {s}, test − OOD", stats.paired(runs["test_acc"], runs["ood_acc"]),
                       len(runs)))
-    return each(parts, "any cell", unit=" points")
+    return each(parts, "any configuration", unit=" points")
 
 
 def _grows(rows, params):
@@ -85,7 +85,7 @@ def _above_gpt4o(rows, params):
 
 FINDINGS = (
     Finding("expr.learns", "every architecture learns the task",
-            "each architecture's largest cell: test accuracy above always answering the training "
+            "each architecture's largest configuration: test accuracy above always answering the training "
             "set's most common answer (one-sample t, one-sided, p ≤ 0.05)", _learns),
     Finding("expr.order", "at matched sizes ReTran is more accurate than the LSTM, the LSTM than GPT",
             "test accuracy, ReTran − LSTM and LSTM − GPT at every size: exact permutation test "
@@ -99,6 +99,6 @@ FINDINGS = (
             "test accuracy, larger − smaller size per architecture: exact permutation test, "
             "one-sided, p ≤ 0.05", _grows),
     Finding("expr.gpt4o", "the largest ReTran answers more problems than the LLM the source asked",
-            "ReTran's largest cell above 55.68 % (one-sample t, one-sided, p ≤ 0.05), only on "
+            "ReTran's largest configuration above 55.68 % (one-sample t, one-sided, p ≤ 0.05), only on "
             "the source's problems (8-30 characters)", _above_gpt4o),
 )

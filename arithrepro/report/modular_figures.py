@@ -159,19 +159,31 @@ def _swept_x(ax, values, key: str, log2: bool) -> None:
     ax.get_xaxis().set_major_formatter(_plain_ticks())
 
 
+def _seed_lines(ax, runs: pd.DataFrame, metric: str, color: str, linestyle: str) -> None:
+    """Each seed's `metric` over steps, faint, unlabelled: a collapse is one seed's, and the
+    mean of seeds that collapse at different steps reads as noise on its own."""
+    for _, g in runs.groupby("seed"):
+        g = g.dropna(subset=[metric])
+        ax.plot(g["step"], g[metric], color=color, linestyle=linestyle, alpha=0.3, lw=0.6)
+
+
 def sanity(plt, rows: pd.DataFrame, curve_dir: Path):
-    fig, (lo, ac) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (lo, ac) = plt.subplots(1, 2, figsize=(11, 4.4))
+    banded = _banded(rows)
     for (model, _), runs in _runs(rows, curve_dir).items():
         st = _style(model)
         for split in SPLITS:
             kw = dict(color=st["color"], linestyle=SPLIT_LINE[split], label=f"{_name(model)} {split}")
-            _band_line(lo, runs, f"{split}_loss", **kw)
-            _band_line(ac, runs, f"{split}_acc", **kw)
+            for ax, metric in ((lo, f"{split}_loss"), (ac, f"{split}_acc")):
+                if banded:
+                    _seed_lines(ax, runs, metric, st["color"], SPLIT_LINE[split])
+                _band_line(ax, runs, metric, **kw)
     _loss_axes(lo)
     _acc_axes(ac)
     handles, _ = ac.get_legend_handles_labels()
-    ac.legend(handles=handles + ([_band_handle()] if _banded(rows) else []), loc="lower right")
-    fig.suptitle(f"modular sanity: loss and accuracy over steps ({_note(rows, band=True)}), "
+    ac.legend(handles=handles + ([_band_handle()] if banded else []), loc="lower right")
+    fig.suptitle(f"modular sanity: loss and accuracy over steps ({_note(rows, band=True)}"
+                 f"{'; faint: each seed' if banded else ''}),\n"
                  f"p = {int(rows['p'].iloc[0])}, r_train = {rows['r_train'].iloc[0]:g}")
     return fig
 

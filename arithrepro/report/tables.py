@@ -50,7 +50,7 @@ def collect_runs(metrics_dir: Path, tasks: list[str], wanted: dict | None = None
             files = sorted(run_dir.rglob("*.json"))  # modular: runs/<study>/<run>.json
         if not files:
             raise ValueError(f"{run_dir}: no run records for task {task!r}; "
-                             f"run `arithrepro evaluate` for its cells first")
+                             f"run `arithrepro evaluate` for its runs first")
         records += [_read_record(path, task) for path in files]
     return _frame(records)
 
@@ -243,7 +243,7 @@ def markdown_table(df: pd.DataFrame, task: str, metrics: list[str]) -> str:
     header = ["model", "size", "params", "seeds", *metrics]
     body = [_table_row(runs, metrics) for _, runs in configurations(rows)]
     note = ("Mean ± sample standard deviation (n − 1) over seeds; "
-            "a cell with a single seed shows its value alone.")
+            "a configuration with a single seed shows its value alone.")
     return f"### {task}\n\n{note}\n\n{_render(header, body)}\n"
 
 
