@@ -70,6 +70,19 @@ def test_a_pulled_commit_reproduces_without_training(first_run, published):
     assert "acc_r3" in json.loads((here / "metrics/summary.json").read_text())["abacus"]["abacus-l2r2-0"]
 
 
+def test_arithrepro_repro_pull_restores_every_stage_and_trains_none(first_run, published):
+    """`arithrepro repro --pull` on a clone of the pushed commit: each stage's outputs come from
+    the remote, none runs its command, and the workspace ends as DVC leaves it."""
+    here = laptop(published, "repro-pull")
+    out = sh(["arithrepro", "repro", "--pull", "--jobs", "1"], here)
+    assert "Running stage" not in out, out[-3000:]
+    assert "Pulling data for" in out
+    assert sh(["dvc", "status"], here).strip().endswith("Data and pipelines are up to date.")
+    gpu = first_run.saved / "gpu"
+    for name in ("metrics/summary.json", "plots/expr/accuracy_vs_params.png"):
+        assert (here / name).read_bytes() == (gpu / name).read_bytes(), name
+
+
 def test_the_run_cache_restores_cells_without_a_lock_file(published):
     """A commit without dvc.lock (as an experiment queue's cells leave the workspace): the run
     cache pulled from the remote restores every stage, none is trained again."""
@@ -79,11 +92,11 @@ def test_the_run_cache_restores_cells_without_a_lock_file(published):
     sh(["dvc", "remote", "add", "--local", "-d", "store", str(published / "store")], here)
     sh(["arithrepro", "compose-params", "profile=smoke"], here)
     out = sh(["dvc", "repro", "--pull"], here)    # fetches the run cache, then each stage's outputs
-    # but the results page: its outputs are git's (DVC does not cache them), so it is written
-    # again, from the restored records, in a second
-    assert ran_stages(out) == {"results"}, ran_stages(out)
+    # but the results page and the headline numbers: their outputs are git's (DVC does not
+    # cache them), so they are written again, from the restored records, in seconds
+    assert ran_stages(out) == {"aggregate-tables", "results"}, ran_stages(out)
     assert out.count("is cached - skipping run") == len(sh(["dvc", "stage", "list", "--name-only"],
-                                                              here).split()) - 1
+                                                              here).split()) - 2
 
 
 def test_a_pulled_clone_changes_a_sweep_and_a_setting_training_only_those_cells(published):
