@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup repro smoke test bench modular-source clean-venv
+.PHONY: setup lock repro smoke test bench modular-source clean-venv
 
 setup: $(STAMP)
 
@@ -15,11 +15,30 @@ setup: $(STAMP)
 # half the time; torch stays with pip, which follows the machine's pip configuration (here: a
 # local CPU build). --compile-bytecode as pip does: without it, where PYTHONDONTWRITEBYTECODE is
 # set, every process would compile its imports again (3 s more per stage and test process).
-$(STAMP): pyproject.toml
+# Every package but torch comes from requirements.lock, at the versions it pins, so a fresh
+# install resolves nothing anew; then this package itself, its pins checked against the lock.
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet torch==2.13.0 uv==0.13.9
-	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev,llm]'
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps -r requirements.lock
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --no-deps -e '.[dev,llm]'
 	touch $@
+
+# requirements.lock, after a change to pyproject.toml's dependencies: resolved against torch's
+# CPU build (TORCH_WHEELS: a folder or page holding torch-2.13.0+cpu, here the machine's copy;
+# elsewhere https://download.pytorch.org/whl/cpu/torch/), so the lock holds none of the CUDA
+# packages PyPI's torch brings; torch itself is left out and installed first, as above.
+TORCH_WHEELS ?= /opt/wheels
+lock: $(BIN)/uv
+	echo 'torch==2.13.0+cpu' > $(VENV)/torch-cpu.txt
+	$(BIN)/uv pip compile pyproject.toml --extra dev --extra llm --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) \
+	  --override $(VENV)/torch-cpu.txt --no-emit-package torch --annotation-style line \
+	  --custom-compile-command 'make lock' --quiet -o requirements.lock
+
+$(BIN)/uv:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet uv==0.13.9
 
 # The stages of `dvc repro`, several at once (arithrepro/repro.py; docs/profiles.md).
 repro: setup
