@@ -42,13 +42,15 @@ class Job:
 
 
 def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[str],
-               cmds: dict[str, str] | None = None) -> list[Job]:
+               cmds: dict[str, str] | None = None, pull: bool = False) -> list[Job]:
     """The jobs for `stages` (in DVC's order, upstream first) given each stage's upstream
     stages and the stages DVC reports changed; `cmds` (each stage's command), to train the
     pending seeds of a configuration as one ensemble. A stage not reported changed still runs when
     something upstream of it runs (DVC then decides: its inputs may be new); one whose whole
     upstream stays untouched is skipped here, as DVC would skip it. Jobs come back in the
-    order they may start, each with the jobs it waits for (by the first stage's name)."""
+    order they may start, each with the jobs it waits for (by the first stage's name). With
+    `pull`, each stage first looks for its outputs in the DVC remote (`dvc repro --pull`): a
+    stage the remote or its run cache holds is restored, not run."""
     runs: set[str] = set()
     for s in stages:
         if s in pending or upstream[s] & runs:
@@ -64,7 +66,7 @@ def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[st
         members = groups[key[s]] if key.get(s) else [s]
         if s != members[0]:
             continue
-        job = Job(members, _commands(members, cmds))
+        job = Job(members, _commands(members, cmds, pull))
         for m in members:
             job_of[m] = job
         jobs.append(job)
@@ -80,6 +82,12 @@ _TRAIN = re.compile(r"^arithrepro train --task (?P<task>\S+) (?P<bench>--bench )
                     r"(?P<config>\S+)-(?P<seed>\d+)$")
 
 
+def run_of(cmd: str) -> tuple[str, bool, str] | None:
+    """A training stage's (task, whether a benchmark run, run name), from its command."""
+    m = _TRAIN.match(cmd.strip())
+    return (m["task"], bool(m["bench"]), f"{m['config']}-{m['seed']}") if m else None
+
+
 def _config_of(cmd: str) -> tuple | None:
     """A training cell's (task, whether a benchmark cell, run name without its seed), from its
     command."""
@@ -87,9 +95,10 @@ def _config_of(cmd: str) -> tuple | None:
     return (m["task"], bool(m["bench"]), m["config"]) if m else None
 
 
-def _commands(stages: list[str], cmds: dict[str, str] | None) -> list[list[str]]:
+def _commands(stages: list[str], cmds: dict[str, str] | None, pull: bool = False) -> list[list[str]]:
     if len(stages) == 1:
-        return [["dvc", "--wait-for-lock", "repro", "--single-item", stages[0]]]
+        return [["dvc", "--wait-for-lock", "repro", "--single-item", *(["--pull"] if pull else []),
+                 stages[0]]]
     m = _TRAIN.match(cmds[stages[0]].strip())
     runs = [cmds[s].split()[-1] for s in stages]
     return [["arithrepro", "train", "--task", m["task"], *(["--bench"] if m["bench"] else []),
@@ -107,6 +116,7 @@ def run_jobs(jobs: list[Job], workers: int, start, echo=print) -> list[str]:
     free = list(range(workers))
     t0 = time.perf_counter()
     total = len(jobs)
+    busy = 0.0   # the finished jobs' seconds, summed
     while waiting or running:
         if not failed:
             for job in [j for j in waiting if j.upstream <= done]:
@@ -128,7 +138,9 @@ def run_jobs(jobs: list[Job], workers: int, start, echo=print) -> list[str]:
             took = time.perf_counter() - began
             if code == 0:
                 done.add(key)
-                echo(f"      done  {job.name} in {_clock(took)}")
+                busy += took
+                echo(f"      done  {job.name} in {_clock(took)}  "
+                     f"{progress(len(done), total, time.perf_counter() - t0, busy, workers)}")
             else:
                 failed.append(job.name)
                 echo(f"      FAILED {job.name} (exit {code}) after {_clock(took)}")
@@ -137,9 +149,20 @@ def run_jobs(jobs: list[Job], workers: int, start, echo=print) -> list[str]:
     return failed
 
 
+def progress(done: int, total: int, elapsed: float, busy: float, workers: int) -> str:
+    """E.g. '(12/40, 3m10s so far, about 7m left)': the time left at the pace so far, the
+    finished jobs' mean time for each job still to finish, `workers` at once. A projection
+    from the jobs that ran: a stage that trains takes longer than one that reports."""
+    if done >= total:
+        return f"({done}/{total}, {_clock(elapsed)})"
+    left = busy / done * (total - done) / max(1, min(workers, total - done))
+    return f"({done}/{total}, {_clock(elapsed)} so far, about {_clock(left)} left)"
+
+
 def _clock(seconds: float) -> str:
     m, s = divmod(round(seconds), 60)
-    return f"{m}m{s:02d}s" if m else f"{s}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
 class _Worker:
@@ -219,14 +242,19 @@ class _Chain:
 
 def reproduce(jobs_wanted: int | None, ensemble: bool, targets: tuple[str, ...] = (),
               echo=print, workers_in_process: bool = True, cpu: dict | None = None,
-              dry: bool = False) -> int:
+              dry: bool = False, pull: bool = False, projected=None, check=None) -> int:
     """Plan from DVC's graph and status, run, and return the exit status. `targets`: those
     stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline. dry: say
-    what would run, in order, and run nothing."""
+    what would run, in order, and run nothing. pull: each stage restored from the DVC remote
+    where it holds the stage's outputs (or its run cache does), run where not. projected:
+    {stage: run_of(its command)} of the training stages to run -> {stage: projected seconds},
+    for the dry run's times; check(those stages, the jobs at once) before anything runs, to
+    refuse a plan (it raises)."""
     from dvc.repo import Repo
 
     with holding(Path(Repo.find_root()), echo):
-        return _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry)
+        return _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry,
+                          pull, projected, check)
 
 
 class WorkspaceBusy(ValueError):
@@ -317,7 +345,8 @@ def _dvc_processes(root: Path) -> list[tuple[int, str]]:
     return found
 
 
-def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry=False) -> int:
+def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry=False,
+               pull=False, projected=None, check=None) -> int:
     import networkx as nx
     from dvc.repo import Repo
 
@@ -344,17 +373,28 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
     fixed = cpu["threads"] if cpu["threads"] != "auto" else None   # the params' thread count
     workers = jobs_wanted or (max(1, len(cores) // fixed) if fixed else len(cores))
     threads = fixed or max(1, len(cores) // workers)
-    jobs = order_jobs(names, upstream, pending, cmds if ensemble else None)
+    jobs = order_jobs(names, upstream, pending, cmds if ensemble else None, pull)
     if not jobs:
         echo("Data and pipelines are up to date.")
         return 0
     echo(f"{len(jobs)} of {len(names)} stages to run, {min(workers, len(jobs))} at a time with "
          f"{threads} thread{'s' if threads > 1 else ''} each")
+    training = {s: run_of(cmds[s]) for job in jobs for s in job.stages if run_of(cmds[s])}
     if dry:
+        seconds = projected(training) if projected and training else {}
         for job in jobs:
-            echo(f"  would run {job.name}")
-        echo("(dry run: nothing ran; `arithrepro estimate` projects the training time)")
+            mine = [seconds[s] for s in job.stages if s in seconds]
+            echo(f"  would run {job.name}" + (f"  (~{_clock(sum(mine))})" if mine else ""))
+        if seconds:
+            total = sum(seconds.values())
+            echo(f"training projected on this machine: {_clock(total)} one run at a time, "
+                 f"about {_clock(total / min(workers, len(seconds)))} with {workers} at once "
+                 "(a few steps of each run shape timed, as `arithrepro estimate` does; data, "
+                 "evaluation and DVC not counted)")
+        echo("(dry run: nothing ran)")
         return 0
+    if check and training:
+        check(training, min(workers, len(training)))
     from arithrepro.cpu import env_for
 
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),

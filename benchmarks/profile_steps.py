@@ -94,7 +94,7 @@ def profile_job(net, batches, cfg, steps: int, top: int) -> str:
 
 def main() -> None:
     from arithrepro import config
-    from arithrepro.stages.estimate import _jobs
+    from arithrepro.projection import shapes
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--params", default="params.yaml")
@@ -104,13 +104,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--top", type=int, default=8)
     args = ap.parse_args()
-    params = {**config.load(args.params), "profile": args.profile}
+    params = {**config.load(args.params), "profile": args.profile, "device": "cpu",
+              "precision": "fp32"}
     tasks = args.task or ["expr", "abacus", "looped", "modular", "charlm"]
     only = set(args.only.split(",")) if args.only else None
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{torch.backends.cpu.get_cpu_capability()}; profile {args.profile}")
     seen = set()
-    for job in _jobs(params, tasks, "cpu", dict.fromkeys(tasks, "fp32")):
+    for job in shapes(params, tasks):
         if (job.task, job.label) in seen or (only and job.label not in only):
             continue
         seen.add((job.task, job.label))

@@ -5,22 +5,11 @@ Not a pipeline stage: a command to run before `dvc repro` or `dvc exp run -S pro
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
-from typing import Callable
+from dataclasses import asdict
 
 import click
 
-from arithrepro.device import resolve_device, resolve_precision
 from arithrepro.stages.common import TaskName, friendly_errors
-
-@dataclass
-class Job:
-    """A run and its seeds: `build()` -> the run (runs.Built) on data made in memory."""
-    task: str
-    label: str
-    runs: int
-    build: Callable
 
 
 @click.command("estimate")
@@ -51,9 +40,9 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
     them; writes nothing but --json.
     """
     from arithrepro import config
-    from arithrepro.estimate import Projection, Timing, hours, time_steps, validations
+    from arithrepro.estimate import hours
     from arithrepro.io import write_json
-    from arithrepro.models.registry import spec_of
+    from arithrepro.projection import placement, project
     from arithrepro.tasks.registry import TASKS
 
     known = config.profiles(conf_dir)
@@ -64,27 +53,16 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
     composed = {p: config.compose([f"profile={p}", *overrides], conf_dir)
                 for p in profiles or known}
     params = next(iter(composed.values()))
-    device = resolve_device(params["device"])
-    precisions = {t: resolve_precision(params["precision"], device, task.precision)
-                  for t, task in TASKS.items()}
+    device, precisions = placement(params)
     where = (f"{device}, {_precision_note(precisions)}, "
              f"{'compiled' if params['compile'] else 'eager'}")
-    timings: dict[str, Timing] = {}
+    timings: dict = {}
     report, out = [], {}
     for profile, p in composed.items():
-        rows = []
-        for job in _jobs(p, tasks or tuple(TASKS), device, precisions):
-            built = job.build()
-            key = _shape(job.task, built, p["compile"])
-            if key not in timings:
-                click.echo(f"estimate: timing {profile} {job.task} {job.label}", err=True)
-                timer = _validation(built, device)
-                timings[key] = Timing(time_steps(built.net, built.data.batches, built.cfg, warmup,
-                                                 steps, spec_of(built.arch)),
-                                      timer(built.net))
-            rows.append(Projection(job.task, job.label, job.runs, built.data.batches.steps,
-                                   validations(built.data.batches, built.cfg), timings[key]))
-            del built
+        rows = [row for row, _ in project(
+            p, tasks or tuple(TASKS), warmup, steps, timings=timings,
+            echo=lambda line, profile=profile: click.echo(
+                f"estimate: {line.replace('timing', f'timing {profile}', 1)}", err=True))]
         out[profile] = [{**asdict(r), "run_s": r.run_s, "total_s": r.total_s} for r in rows]
         report.append(_table(profile, rows, hours))
     click.echo(f"# Projected training time on {where}\n\n{warmup} untimed and {steps} timed "
@@ -122,54 +100,3 @@ def _precision_note(precisions: dict) -> str:
     if len(kinds) == 1:
         return kinds.pop()
     return ", ".join(f"{t} {p}" for t, p in precisions.items())
-
-
-def _jobs(params: dict, tasks, device: str, precisions: dict):
-    """Every run shape of the params: a task's runs that differ in their seed only are one
-    job, built on data made in memory (runs.build's trial)."""
-    from arithrepro import bench
-    from arithrepro.runs import Placement, build
-    from arithrepro.tasks.registry import TASKS
-
-    for name in tasks:
-        task = TASKS[name]
-        where = Placement(device, precisions[name], params["compile"],
-                          bool(params["graphs"]) and device.startswith("cuda"))
-        groups = {}
-        for run in [*task.runs(params), *(bench.runs(task, params) if task.grid else [])]:
-            groups.setdefault((run.home, run.group, run.model, run.label), []).append(run)
-        for runs in groups.values():
-            run = runs[0]
-            yield Job(name, f"{run.model}-{run.label}" + (" (bench)" if run.home else ""),
-                      len(runs), lambda run=run, task=task, where=where:
-                      build(task, run, params, where, trial=True))
-
-
-def _shape(task: str, built, compile_) -> str:
-    """What a step's time depends on: the architecture, the batch's shape, the loop's
-    settings that change a step's work (not its seed, learning rate or length)."""
-    cfg = built.cfg
-    x = built.data.batches(0)[0]
-    return json.dumps([task, {k: v for k, v in built.arch.items() if k != "vocab"}, list(x.shape),
-                       cfg.optimizer, cfg.precision, cfg.micro_batches, cfg.progressive,
-                       cfg.outputs_from, cfg.eval_batch_size, compile_], sort_keys=True, default=str)
-
-
-def _validation(built, device: str):
-    """The validation timer of a run: seconds of one pass over its validation set."""
-    import torch
-
-    from arithrepro.estimate import forward_seconds, time_call
-
-    if callable(built.data.valid):   # the task's own validation (modular): timed as it runs
-        def timer(net):
-            net.eval()
-            try:
-                return time_call(lambda: built.data.valid(net), torch.device(device))
-            finally:
-                net.train()
-
-        return timer
-    make_batch, n = built.data.valid
-    x = make_batch(torch.arange(min(built.cfg.eval_batch_size, n)))[0]
-    return lambda net: forward_seconds(net, x, built.cfg.precision) * n

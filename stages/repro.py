@@ -17,18 +17,32 @@ from arithrepro.stages.common import friendly_errors, params_option
                    "(the form that pays on a GPU; on a CPU it breaks even).")
 @click.option("--dry", is_flag=True,
               help="Say which stages would run, in the order they would start, and run none.")
+@click.option("--pull", is_flag=True,
+              help="Restore each stage from the DVC remote where it (or its run cache) holds "
+                   "the stage's outputs, and run only the others: `dvc repro --pull`, stage by "
+                   "stage.")
+@click.option("--max-hours", type=click.FloatRange(min=0), default=12.0, show_default=True,
+              help="Training projected on this machine beyond this many hours (the jobs at "
+                   "once counted) asks before it starts; without a terminal, it stops.")
+@click.option("--yes", is_flag=True, help="Start whatever the projection says.")
 @click.option("--process-per-stage", is_flag=True,
               help="Start every stage's commands as processes of their own, as `dvc repro` "
                    "does (default: a worker per job slot runs them, loading Python, DVC and "
                    "torch once).")
 @click.argument("targets", nargs=-1)
 @friendly_errors
-def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool,
-          process_per_stage: bool, targets: tuple[str, ...]) -> None:
+def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool, pull: bool,
+          max_hours: float, yes: bool, process_per_stage: bool, targets: tuple[str, ...]) -> None:
     """Run every stage of dvc.yaml that `dvc repro [TARGETS]` would run, several at once where
     the graph allows: each as its own `dvc repro --single-item`, so DVC caches and locks it as usual and a
     plain `dvc repro` afterwards finds everything up to date. With several jobs, each stage's
-    output goes to logs/repro/<stage>.log and one line reports its start and end."""
+    output goes to logs/repro/<stage>.log and one line reports its start and end, with the
+    time left at the pace so far.
+
+    Before training, a few steps of each run shape to train are timed (as `arithrepro
+    estimate` does): --dry prints each stage's projected time, and a plan projected beyond
+    --max-hours asks first. `dvc exp run` and `dvc repro` check nothing: run `arithrepro
+    estimate --profile P` before them."""
     import sys
 
     from arithrepro import config
@@ -38,12 +52,61 @@ def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool,
 
     from pathlib import Path
 
+    if pull and ensemble:
+        raise click.UsageError("--pull with --ensemble: an ensemble trains its seeds in one "
+                               "process and cannot restore them one by one; pull first "
+                               "(`arithrepro repro --pull`), then train with --ensemble")
     params = config.load(params_path, record=False) if Path(params_path).exists() else None
     if jobs is None and params and config.resolve_device(params["device"]) != "cpu":
         jobs = 1
     try:
         code = reproduce(jobs, ensemble, targets, workers_in_process=not process_per_stage,
-                         cpu=params["cpu"] if params else None, dry=dry)
+                         cpu=params["cpu"] if params else None, dry=dry, pull=pull,
+                         projected=_projected(params) if params else None,
+                         check=None if yes or not params else _check(params, max_hours))
     except DvcException as err:   # a broken dvc.yaml, a held lock: DVC's own one line
         raise ValueError(f"dvc: {err}") from None
     sys.exit(code)
+
+
+def _projected(params: dict, stop_after_s: float | None = None, say: bool = True):
+    """{stage: (task, bench, run name)} -> {stage: projected training seconds on this machine},
+    two untimed and two timed steps per run shape."""
+    def projected(training: dict) -> dict[str, float]:
+        from arithrepro.projection import project
+
+        wanted = set(training.values())
+        rows = project(params, sorted({task for task, _, _ in wanted}), warmup=2, steps=2,
+                       keep=lambda run: (run.task, bool(run.home), run.name) in wanted,
+                       echo=(lambda line: click.echo(f"repro: {line}", err=True)) if say
+                       else (lambda line: None),
+                       stop_after_s=stop_after_s)
+        per_run = {(r.task, bool(r.home), r.name): row.run_s for row, runs in rows for r in runs}
+        return {stage: per_run[key] for stage, key in training.items() if key in per_run}
+
+    return projected
+
+
+def _check(params: dict, max_hours: float):
+    """Refuses (or, at a terminal, asks about) training projected beyond `max_hours` of wall
+    time with the jobs at once."""
+    def check(training: dict, at_once: int) -> None:
+        import sys
+
+        from arithrepro.estimate import hours
+
+        limit = max_hours * 3600
+        seconds = _projected(params, stop_after_s=limit * at_once, say=False)(training)
+        wall = sum(seconds.values()) / at_once
+        if wall <= limit:
+            return
+        more = "at least " if len(seconds) < len(training) else ""
+        what = (f"training projected on this machine at {more}{hours(wall)} ({len(training)} runs, "
+                f"{at_once} at once; profile {params.get('profile', '?')}), beyond --max-hours "
+                f"{max_hours:g}")
+        if sys.stdin.isatty():
+            click.confirm(f"{what}. Start?", abort=True, err=True)
+        else:
+            raise ValueError(f"{what}: --yes starts it anyway, `arithrepro estimate` gives the detail")
+
+    return check

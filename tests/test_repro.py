@@ -2,6 +2,8 @@
 scheduler on made-up graphs, then a small DVC project run by it for real."""
 
 import os
+import subprocess
+import sys
 import shutil
 import time
 from pathlib import Path
@@ -9,8 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arithrepro.repro import Job, order_jobs, run_jobs
+from arithrepro.repro import Job, order_jobs, progress, run_jobs
 from tests.workspace import sh
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # a -> b -> c (c depends on b, b on a); d alone; e depends on a and d
 UPSTREAM = {"a": set(), "b": {"a"}, "c": {"b"}, "d": set(), "e": {"a", "d"}}
@@ -36,6 +40,25 @@ def test_jobs_wait_for_their_upstream_jobs_only():
 def test_a_stage_is_one_single_item_repro():
     (job,) = order_jobs(ORDER, UPSTREAM, {"d"})[:1]
     assert job.argv == [["dvc", "--wait-for-lock", "repro", "--single-item", "d"]]
+
+
+def test_with_pull_a_stage_is_restored_from_the_remote_where_it_can_be():
+    (job,) = order_jobs(ORDER, UPSTREAM, {"d"}, pull=True)[:1]
+    assert job.argv == [["dvc", "--wait-for-lock", "repro", "--single-item", "--pull", "d"]]
+
+
+def test_progress_projects_the_time_left_at_the_pace_so_far():
+    # two jobs took 40 s between them: 20 s each, four left, two at once
+    assert progress(2, 6, 60, 40, 2) == "(2/6, 1m00s so far, about 40s left)"
+    assert progress(1, 3, 10, 10, 4) == "(1/3, 10s so far, about 10s left)"   # 2 left, 2 slots used
+    assert progress(3, 3, 4000, 9000, 2) == "(3/3, 1h06m)"
+
+
+def test_pull_with_ensemble_is_refused_in_one_line():
+    out = subprocess.run([sys.executable, "-m", "arithrepro.cli", "repro", "--pull", "--ensemble"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2
+    assert len(out.stderr.strip().splitlines()) == 1 and "--pull with --ensemble" in out.stderr
 
 
 def test_pending_seeds_of_one_configuration_train_as_one_ensemble_then_are_committed():

@@ -1,0 +1,26 @@
+"""`arithrepro repro` projects the training it would run before running it: --dry gives each
+training stage's projected time, and a plan beyond --max-hours stops before anything runs."""
+
+from tests.workspace import sh
+
+
+def _smoke(clone):
+    sh(["arithrepro", "compose-params", "profile=smoke"], clone)
+    return clone
+
+
+def test_a_dry_run_projects_each_training_stage_and_runs_nothing(clone):
+    out = sh(["arithrepro", "repro", "--dry", "report-looped"], _smoke(clone))
+    trains = [line for line in out.splitlines() if line.strip().startswith("would run train-looped@")]
+    assert trains and all("(~" in line for line in trains), out
+    assert "training projected on this machine:" in out
+    assert not (clone / "runs").exists() and not (clone / "data").exists()
+
+
+def test_a_plan_beyond_max_hours_stops_before_anything_runs(clone):
+    out = sh(["arithrepro", "repro", "--max-hours", "0", "report-looped"], _smoke(clone),
+             check=False)
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("error: training projected on this machine at"), out
+    assert "beyond --max-hours 0" in last and "--yes" in last
+    assert not (clone / "runs").exists() and not (clone / "data").exists()
