@@ -10,7 +10,7 @@ runs/<task>/bench/, metrics/<task>/bench/ and plots/<task>/bench/ (which the tas
 do not read), so adding a model or a task adds stages and retrains nothing else.
 bench.seeds is empty unless the bench config group turns it on (`-S bench=grid`).
 
-report-bench writes the grid, task x model, from those records and, for a task's own models,
+render-figures-bench writes the grid, task x model, from those records and, for a task's own models,
 from the task's own records at the bench's size (the cells its own grid trained, none again):
 metrics/bench.md and plots/bench/grid.png.
 """

@@ -5,10 +5,10 @@ The pipeline, for every task in the task registry:
     a grid task (GridTask): generate-<task> -> train-<task>@<model>-<size>-<seed>
                             -> evaluate-<task>@<model>-<size>-<seed>
     any other task:         the stages it declares (`Task.stages()`)
-    then report-<task>:     its tables (metrics/<task>.md) and figures (report/figures.py)
+    then render-figures-<task>:     its tables (metrics/<task>.md) and figures (report/figures.py)
 then the benchmark (arithrepro/bench.py): train-bench-<task>-<model> -> evaluate-bench-<task>-
 <model> for each grid task and each grid model of another form that meets it, llm-expr (an LLM
-on expr's problems, arithrepro/llm.py), report-bench; code-deps first, aggregate-tables
+on expr's problems, arithrepro/llm.py), render-figures-bench; code-deps first, aggregate-tables
 (metrics/summary.*, headline.json) and the results page last.
 
 Like dvcfile.py, this module declares and runs nothing in a stage (code-deps leaves it out).
@@ -114,7 +114,7 @@ def report_stage(task) -> Stage:
     from arithrepro.tasks.registry import STAGES, records, tables
 
     figures = FIGURES.get(task.name)
-    return Stage(f"report-{task.name}", "report", task.name, args=f"--task {task.name}",
+    return Stage(f"render-figures-{task.name}", "render-figures", task.name, args=f"--task {task.name}",
                  params=[f"{task.name}.{key}" for key in STAGES[task.name].run_keys],
                  outs=[*tables(task.name), *(figures.writes if figures else ())],
                  deps=[*records(task.name), *(figures.reads if figures else ())])
@@ -138,7 +138,7 @@ def stages() -> list[tuple[str, list[Stage]]]:
                 "-S bench=grid)", [
         *(s for t, m in pairs() for s in bench_stages(TASKS[t], m)),
         llm_stage(),
-        Stage("report-bench", "report-bench", None,
+        Stage("render-figures-bench", "render-figures-bench", None,
               params=["bench", "llm.endpoints",
                       *(f"{n}.{key}" for n in GRID_TASKS for key in STAGES[n].run_keys)],
               outs=["metrics/bench.md", "plots/bench/grid.png"],

@@ -49,7 +49,7 @@ if [[ $parts == *looped* ]]; then
                    python3 -m arithrepro.cli evaluate --task looped $model-notebook-$seed || exit 1
                done
            done \
-        && python3 -m arithrepro.cli report --task looped ) 2>&1 | tee "$out/looped.log"
+        && python3 -m arithrepro.cli render-figures --task looped ) 2>&1 | tee "$out/looped.log"
     tar czf "$out/looped-paper.tar.gz" --exclude='*.pt' --exclude='data' -C "$ws" .
 fi
 if [[ $parts == *processes* ]]; then

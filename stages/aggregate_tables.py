@@ -19,7 +19,7 @@ def aggregate_tables(params_path: str) -> None:
     metrics/headline.json (each task's headline metrics, mean and std over seeds per model and
     size: what `dvc metrics show` and `dvc exp show` display), metrics/summary.json
     ({task: {"<model>-<size>-<seed>": {metric: value}}}) and metrics/summary.csv (one row per
-    run). Each task's own tables and figures are its report stage's (arithrepro report).
+    run). Each task's own tables and figures are its render-figures stage's (arithrepro render-figures).
     """
     from arithrepro import config
     from arithrepro.report.tables import describe, wanted_runs, write_summary

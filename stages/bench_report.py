@@ -1,4 +1,4 @@
-"""report-bench: the benchmark's grid, every grid task x every grid model."""
+"""render-figures-bench: the benchmark's grid, every grid task x every grid model."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import click
 from arithrepro.stages.common import done, friendly_errors, params_option
 
 
-@click.command("report-bench")
+@click.command("render-figures-bench")
 @params_option
 @friendly_errors
 def report_bench(params_path: str) -> None:
@@ -22,4 +22,4 @@ def report_bench(params_path: str) -> None:
     from arithrepro.report.bench import write
 
     written = write(config.load(params_path))
-    done("report-bench -> " + ", ".join(str(p) for p in written))
+    done("render-figures-bench -> " + ", ".join(str(p) for p in written))

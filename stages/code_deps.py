@@ -30,7 +30,7 @@ DECLARATIONS = ("arithrepro.pipeline", "arithrepro.dvcfile")
 # it, that the params pair models with tasks that they can meet)
 FORMS = "arithrepro.models.forms"
 # commands that build no model (the registry's model rows do not count for them)
-BUILDS_NO_MODEL = ("generate-datasets", "charlm-corpus", "aggregate-tables", "report", "llm")
+BUILDS_NO_MODEL = ("generate-datasets", "charlm-corpus", "aggregate-tables", "render-figures", "llm")
 
 
 def families() -> dict[str, tuple[str, str | None, tuple]]:

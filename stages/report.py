@@ -8,7 +8,7 @@ from arithrepro.runs import METRICS, PLOTS, data_dir, evaluations_dir
 from arithrepro.stages.common import TaskName, done, friendly_errors, params_option
 
 
-@click.command("report")
+@click.command("render-figures")
 @click.option("--task", required=True, type=TaskName(), help="The task.")
 @params_option
 @friendly_errors
@@ -31,4 +31,4 @@ def report(task: str, params_path: str) -> None:
     if task in FIGURES:
         written += FIGURES[task].render(summary_csv(df), evaluations_dir(task), data_dir(task),
                                         PLOTS / task)
-    done(f"report-{task}: {len(df)} runs -> " + ", ".join(str(p) for p in written))
+    done(f"render-figures-{task}: {len(df)} runs -> " + ", ".join(str(p) for p in written))

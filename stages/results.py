@@ -81,7 +81,7 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
         for src in FIGURES[name].shown if name in FIGURES else ():
             src = Path(src)
             if not src.is_file():
-                raise FileNotFoundError(f"{src}: missing; run `dvc repro report-{name}`")
+                raise FileNotFoundError(f"{src}: missing; run `dvc repro render-figures-{name}`")
             figures.setdefault(name, []).append(thumbnail(src, DOCS / "results" / f"{name}_{src.name}").name)
     write_json(DOCS / "results.json", data)
     write_text(DOCS / "results.md", page(data, figures))

@@ -131,7 +131,7 @@ ARGUMENT = st.one_of(st.sampled_from(OPTIONS), st.sampled_from(
 
 @settings(max_examples=CLI_EXAMPLES, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(["train", "evaluate", "report", "estimate", "repro"]),
+@given(st.sampled_from(["train", "evaluate", "render-figures", "estimate", "repro"]),
        st.lists(ARGUMENT, max_size=5))
 def test_a_stage_command_refuses_bad_arguments_in_one_line(tmp_path, monkeypatch, command, args):
     """In a workspace with params and nothing else: whatever the arguments, one line and no
@@ -164,8 +164,8 @@ READS = {
     f"{RUN}/model.pt": ["evaluate", *LOOPED_CELL],
     f"{RUN}/train.json": ["evaluate", *LOOPED_CELL],
     f"{RUN}/checkpoint.pt": ["train", "--task", "looped", "standard-notebook-0"],
-    "metrics/looped/runs/standard-notebook-0.json": ["report", "--task", "looped"],
-    "plots/looped/eval/standard-notebook-0.csv": ["report", "--task", "looped"],
+    "metrics/looped/runs/standard-notebook-0.json": ["render-figures", "--task", "looped"],
+    "plots/looped/eval/standard-notebook-0.csv": ["render-figures", "--task", "looped"],
 }
 
 

@@ -71,7 +71,7 @@ def test_a_cell_runs_its_tasks_and_models_code_only():
     assert not any("/models/" in f for f in code_files(ROOT, "generate-datasets", "expr"))
     # the report's code is not a training stage's, and one task's figures not another's report
     assert not any(f.startswith("arithrepro/report/") for f in train)
-    report = set(code_files(ROOT, "report", "expr"))
+    report = set(code_files(ROOT, "render-figures", "expr"))
     assert {"arithrepro/report/expr_figures.py", "arithrepro/report/tables.py"} <= report
     assert "arithrepro/report/modular_figures.py" not in report
     assert "arithrepro/cost.py" in code_files(ROOT, "charlm-compute", "charlm")

@@ -25,7 +25,7 @@ from tests.workspace import make_clone, queue_workers, ran_stages, sh
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
-TARGET = "report-looped"
+TARGET = "render-figures-looped"
 CELLS = ["standard-notebook-0", "looped-notebook-0"]
 ENV = {**os.environ, "DVC_NO_ANALYTICS": "1", "OMP_NUM_THREADS": "1",
        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}

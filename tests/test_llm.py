@@ -242,7 +242,7 @@ def test_the_stage_resumes_after_a_kill_costs_nothing_again_and_writes_no_key(
         again = Slow.count[0]
         out += sh(["dvc", "repro", "llm-expr@local"], work)
         assert Slow.count[0] == again, "a finished run was asked again"
-        out += sh(["dvc", "repro", "report-bench"], work)
+        out += sh(["dvc", "repro", "render-figures-bench"], work)
     assert "## LLMs on expr's problems" in (work / "metrics/bench.md").read_text()
     leaked = [str(p.relative_to(work)) for p in work.rglob("*")
               if p.is_file() and not p.is_symlink() and SECRET.encode() in p.read_bytes()]

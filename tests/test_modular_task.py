@@ -214,6 +214,8 @@ def bad(params, path, value):
     (("modular", "studies", "size", "models"), ["gpt"], "expected one of lstm-std, gpt-sin"),
     (("modular", "attention", "samples"), [[3, 40]], "modular.attention.samples\\[0\\]"),
     (("modular", "attention", "samples"), [[3, 4, 5]], "expected 2 operands below p = 31"),
+    # the samples stay, the orders they were written for change: the message names the orders
+    (("modular", "base", "orders"), [3], r"modular.base.orders = \[3\]"),
     (("modular", "base", "lr"), -1, "modular.base.lr = -1"),
     (("modular", "bogus"), 1, "modular.bogus: unknown key"),
     (("modular", "base", "beta2"), 1.0, "modular.base.beta2 = 1.0: expected a number in"),

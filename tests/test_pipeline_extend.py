@@ -62,10 +62,10 @@ def test_a_new_task_runs_through_the_real_stages(tmp_path):
     bench = {f"{step}-bench-subtraction-{m}@0" for step in ("train", "evaluate")
              for m in ("gpt", "lstm", "retran", "abacus")}
     assert stages - before == {"generate-subtraction", f"train-subtraction@{cell}",
-                               f"evaluate-subtraction@{cell}", "report-subtraction", *bench}
-    out = sh(["dvc", "repro", "report-subtraction"], here, **env)
+                               f"evaluate-subtraction@{cell}", "render-figures-subtraction", *bench}
+    out = sh(["dvc", "repro", "render-figures-subtraction"], here, **env)
     assert ran_stages(out) == {"code-deps", "generate-subtraction", f"train-subtraction@{cell}",
-                               f"evaluate-subtraction@{cell}", "report-subtraction"}
+                               f"evaluate-subtraction@{cell}", "render-figures-subtraction"}
     record = json.loads((here / "metrics" / "subtraction" / "runs" / f"{cell}.json").read_text())
     assert {"task", "params", "id_acc", "ood_acc", "train_seconds", "provenance"} <= record.keys()
     assert record["task"] == "subtraction" and 0 <= record["id_acc"] <= 1
@@ -89,9 +89,9 @@ def test_a_new_task_scored_as_it_trains_runs_through_the_real_stages(tmp_path):
 
     cell, run = "gpt-sin-0", "gpt-sin-base-0"
     stages = set(sh(["dvc", "stage", "list", "--name-only"], here).split())
-    assert stages - before == {f"train-running@{cell}", "report-running"}
-    out = sh(["dvc", "repro", "report-running"], here, **env)
-    assert ran_stages(out) == {"code-deps", f"train-running@{cell}", "report-running"}
+    assert stages - before == {f"train-running@{cell}", "render-figures-running"}
+    out = sh(["dvc", "repro", "render-figures-running"], here, **env)
+    assert ran_stages(out) == {"code-deps", f"train-running@{cell}", "render-figures-running"}
     record = json.loads((here / "metrics" / "running" / "runs" / f"{run}.json").read_text())
     assert list(record)[:4] == ["task", "model", "size", "seed"] and list(record)[-1] == "provenance"
     assert record["task"] == "running" and record["steps"] == 24 and 0 <= record["val_acc"] <= 1

@@ -66,7 +66,7 @@ def test_a_pulled_commit_reproduces_without_training(first_run, published):
     # the benchmark's cells on the abacus task read its evaluation block too, and its report
     bench = {f"evaluate-bench-abacus-{m}@0" for m in ("gpt", "lstm", "retran")}
     assert ran_stages(out) == {"evaluate-abacus@abacus-l2r2-0", "aggregate-tables",
-                               "report-abacus", "results", "report-bench", *bench}
+                               "render-figures-abacus", "results", "render-figures-bench", *bench}
     assert "acc_r3" in json.loads((here / "metrics/summary.json").read_text())["abacus"]["abacus-l2r2-0"]
 
 
@@ -112,8 +112,8 @@ def test_a_pulled_clone_changes_a_sweep_and_a_setting_training_only_those_cells(
     trained = {s for s in ran if s.startswith("train-")}
     assert trained == {"train-modular-data@lstm-std-0.5-0", "train-charlm@gru-s16-0"}, trained
     assert not any(s.startswith(("generate-", "evaluate-", "charlm-corpus")) for s in ran), ran
-    assert {"aggregate-tables", "report-modular", "report-charlm", "results"} <= ran, ran
-    assert not {"report-expr", "report-abacus", "report-looped"} & ran, ran
+    assert {"aggregate-tables", "render-figures-modular", "render-figures-charlm", "results"} <= ran, ran
+    assert not {"render-figures-expr", "render-figures-abacus", "render-figures-looped"} & ran, ran
     modular = json.loads((here / "metrics" / "summary.json").read_text())["modular"]
     assert "lstm-std-data.r0.5-0" in modular and "lstm-std-data.r0.7-0" not in modular
 

@@ -10,7 +10,7 @@ def _smoke(clone):
 
 
 def test_a_dry_run_projects_each_training_stage_and_runs_nothing(clone):
-    out = sh(["arithrepro", "repro", "--dry", "report-looped"], _smoke(clone))
+    out = sh(["arithrepro", "repro", "--dry", "render-figures-looped"], _smoke(clone))
     trains = [line for line in out.splitlines() if line.strip().startswith("would run train-looped@")]
     assert trains and all("(~" in line for line in trains), out
     assert "training projected on this machine:" in out
@@ -18,7 +18,7 @@ def test_a_dry_run_projects_each_training_stage_and_runs_nothing(clone):
 
 
 def test_a_plan_beyond_max_hours_stops_before_anything_runs(clone):
-    out = sh(["arithrepro", "repro", "--max-hours", "0", "report-looped"], _smoke(clone),
+    out = sh(["arithrepro", "repro", "--max-hours", "0", "render-figures-looped"], _smoke(clone),
              check=False)
     last = out.strip().splitlines()[-1]
     assert last.startswith("error: training projected on this machine at"), out

@@ -42,9 +42,9 @@ def test_two_machines_train_halves_of_a_grid_and_a_third_reports_it_without_trai
         sh(["dvc", "push", "--run-cache"], here)
 
     here = machine(shared, "laptop")
-    out = sh(["dvc", "repro", "--pull", "report-looped"], here)
+    out = sh(["dvc", "repro", "--pull", "render-figures-looped"], here)
     ran = ran_stages(out)
-    assert ran == {"report-looped"}, ran      # every cell restored, none trained
+    assert ran == {"render-figures-looped"}, ran      # every cell restored, none trained
     for cell in PARTS.values():
         assert f"Stage 'train-looped@{cell}' is cached - skipping run" in out, out
     table = (here / "metrics/looped.md").read_text()
@@ -54,4 +54,4 @@ def test_two_machines_train_halves_of_a_grid_and_a_third_reports_it_without_trai
     for name, cell in PARTS.items():
         csv = f"plots/looped/eval/{cell}.csv"
         assert (here / csv).read_text() == (shared / name / csv).read_text()
-    assert "Running stage" not in sh(["dvc", "repro", "report-looped"], here)
+    assert "Running stage" not in sh(["dvc", "repro", "render-figures-looped"], here)

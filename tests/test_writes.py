@@ -140,9 +140,9 @@ def test_a_refused_checkpoint_stops_training_and_the_last_one_resumes(ws, traine
     (["train", *TRAIN_LOOPED], RUN_DIR / "train.json", errno.ENOSPC, "No space left on device"),
     (["evaluate", *LOOPED], Path("metrics/looped/runs/standard-notebook-0.json"), errno.ENOSPC,
      "No space left on device"),
-    (["report", "--task", "looped"], Path("plots/looped/accuracy_vs_digits.png"), errno.EACCES,
+    (["render-figures", "--task", "looped"], Path("plots/looped/accuracy_vs_digits.png"), errno.EACCES,
      "Permission denied"),
-    (["report", "--task", "looped"], Path("metrics/looped.md"), errno.ENOSPC,
+    (["render-figures", "--task", "looped"], Path("metrics/looped.md"), errno.ENOSPC,
      "No space left on device"),
 ])
 def test_a_refused_output_stops_the_stage_and_keeps_the_previous_file(
@@ -151,7 +151,7 @@ def test_a_refused_output_stops_the_stage_and_keeps_the_previous_file(
     params["looped"]["models"] = ["standard"]   # the cell the workspace trained
     Path("params.yaml").write_text(yaml.safe_dump(params, allow_unicode=True))
     ok("evaluate", *LOOPED)
-    ok("report", "--task", "looped")
+    ok("render-figures", "--task", "looped")
     before = target.read_bytes()
     refuse(monkeypatch, target.name, code)
     one_error(cli(*args), f"cannot write {target}: {cause}", "the previous file is kept")

@@ -1,4 +1,4 @@
-"""The benchmark's grid (report-bench): every grid task x every grid model, accuracy within the
+"""The benchmark's grid (render-figures-bench): every grid task x every grid model, accuracy within the
 training lengths and beyond them, mean ± sample std over seeds and n, each cell linked to its
 configuration. A task's own models are read from the task's own records at the size bench.sizes
 names (its own grid trained them), the others from the benchmark's (arithrepro/bench.py).
@@ -89,7 +89,7 @@ def markdown(entries: list[dict], params: dict) -> str:
     models = list(dict.fromkeys(e["model"] for e in entries))
     at = {(e["task"], e["model"]): e for e in entries}
     lines = ["# Benchmark: every grid model on every grid task", "",
-             "Written by `arithrepro report-bench` from the run records; edit nothing here. A "
+             "Written by `arithrepro render-figures-bench` from the run records; edit nothing here. A "
              "cell: exact-match accuracy, mean ± sample std over its seeds, and n; its link opens "
              "the configuration its first seed trained with (the run's `live/params.yaml`). A "
              "task's own models come from its own grid; the others from the benchmark's cells "

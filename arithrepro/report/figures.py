@@ -2,7 +2,7 @@
 (beside the task's run records) and writes; a task without a line has its tables only.
 
 A renderer takes (the task's rows in the form of metrics/summary.csv, plots/<task>/eval,
-data/<task>, plots/<task>) and returns the paths it wrote. report-<task> runs it; dvc.yaml's
+data/<task>, plots/<task>) and returns the paths it wrote. render-figures-<task> runs it; dvc.yaml's
 outputs and plots come from `writes` (arithrepro/pipeline.py); `shown`, some of the files it
 writes, are the ones the results page (docs/results.md) shows first.
 """

@@ -378,13 +378,17 @@ class ModularTask(Task):
         a = m["attention"]
         c = {**m["base"], **m["studies"][a["study"]]["set"]}
         p, divide = c["p"], c["operator"] == "/"
+        # where the study's orders and p are set: its own block, else the base
+        source = {k: f"modular.studies.{a['study']}.set.{k}" if k in m["studies"][a["study"]]["set"]
+                  else f"modular.base.{k}" for k in ("orders", "p")}
         for i, sample in enumerate(a["samples"]):
             if len(sample) not in c["orders"] or any(x >= p for x in sample) \
                     or (divide and 0 in sample[1:]):
                 raise ParamsError(
                     f"modular.attention.samples[{i}] = {sample}: expected "
                     f"{' or '.join(map(str, c['orders']))} operands below p = {p}"
-                    + (", divisors nonzero" if divide else "") + f" (the {a['study']} study's data)")
+                    + (", divisors nonzero" if divide else "") + f" (the {a['study']} study's "
+                    f"data: {source['orders']} = {c['orders']}, {source['p']} = {p})")
 
     def dims(self, config: dict) -> dict:
         v = Vocab(config["p"], config["operator"])
