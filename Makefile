@@ -40,7 +40,7 @@ $(BIN)/uv:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv==0.13.9
 
-# The stages of `dvc repro`, several at once (arithrepro/repro.py; docs/profiles.md).
+# The stages of `dvc repro`, several at once (arithrepro/repro.py; docs/running.md).
 repro: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --readme
@@ -54,7 +54,7 @@ SOURCE_WS := .dvc/tmp/modular-source
 modular-source: setup
 	rm -rf $(SOURCE_WS) && git worktree prune && git worktree add --detach $(SOURCE_WS) HEAD
 	cd $(SOURCE_WS) && $(abspath $(BIN))/dvc cache dir --local $(abspath .dvc/cache) \
-	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro compose-params sanity=source \
+	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro compose-params -S sanity=source \
 	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro repro
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --from $(SOURCE_WS)/docs/results.json
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro results

@@ -106,17 +106,22 @@ def _commands(stages: list[str], cmds: dict[str, str] | None, pull: bool = False
             ["dvc", "--wait-for-lock", "commit", "--force", *stages]]
 
 
-def run_jobs(jobs: list[Job], workers: int, start, echo=print) -> list[str]:
+def run_jobs(jobs: list[Job], workers: int, start, echo=print,
+             expected: dict[str, float] | None = None) -> list[str]:
     """Run `jobs` `workers` at a time, each once the jobs it waits for have finished.
     `start(job, slot)` begins one in worker slot `slot` (0 .. workers - 1, each slot used by
     one job at a time) and returns an object with poll() -> None while it runs, else the exit
     status. After a failure nothing new starts; the running ones finish. Returns the names of
-    the jobs that failed."""
+    the jobs that failed. `expected`: a stage's projected seconds (the training stages'), for
+    the time left each finished job's line gives."""
     waiting, running, done, failed = list(jobs), {}, set(), []
     free = list(range(workers))
     t0 = time.perf_counter()
     total = len(jobs)
-    busy = 0.0   # the finished jobs' seconds, summed
+    expected = expected or {}
+    projected = {j.stages[0]: sum(expected[s] for s in j.stages if s in expected) for j in jobs
+                 if any(s in expected for s in j.stages)}
+    others: list[float] = []   # the finished jobs' seconds, those without a projection
     while waiting or running:
         if not failed:
             for job in [j for j in waiting if j.upstream <= done]:
@@ -138,9 +143,14 @@ def run_jobs(jobs: list[Job], workers: int, start, echo=print) -> list[str]:
             took = time.perf_counter() - began
             if code == 0:
                 done.add(key)
-                busy += took
+                if key in projected:
+                    del projected[key]
+                else:
+                    others.append(took)
+                pace = sum(others) / len(others) if others else 0.0
+                left = sum(projected.values()) + pace * (total - len(done) - len(projected))
                 echo(f"      done  {job.name} in {_clock(took)}  "
-                     f"{progress(len(done), total, time.perf_counter() - t0, busy, workers)}")
+                     f"{progress(len(done), total, time.perf_counter() - t0, left, workers)}")
             else:
                 failed.append(job.name)
                 echo(f"      FAILED {job.name} (exit {code}) after {_clock(took)}")
@@ -149,13 +159,13 @@ def run_jobs(jobs: list[Job], workers: int, start, echo=print) -> list[str]:
     return failed
 
 
-def progress(done: int, total: int, elapsed: float, busy: float, workers: int) -> str:
-    """E.g. '(12/40, 3m10s so far, about 7m left)': the time left at the pace so far, the
-    finished jobs' mean time for each job still to finish, `workers` at once. A projection
-    from the jobs that ran: a stage that trains takes longer than one that reports."""
+def progress(done: int, total: int, elapsed: float, left: float, workers: int) -> str:
+    """E.g. '(12/40, 3m10s so far, about 7m left)': `left`, the seconds of work still to do
+    (each training stage's projection, the other stages at the pace of those that finished),
+    shared by `workers` at once."""
     if done >= total:
         return f"({done}/{total}, {_clock(elapsed)})"
-    left = busy / done * (total - done) / max(1, min(workers, total - done))
+    left /= max(1, min(workers, total - done))
     return f"({done}/{total}, {_clock(elapsed)} so far, about {_clock(left)} left)"
 
 
@@ -249,7 +259,7 @@ def reproduce(jobs_wanted: int | None, ensemble: bool, targets: tuple[str, ...] 
     where it holds the stage's outputs (or its run cache does), run where not. projected:
     {stage: run_of(its command)} of the training stages to run -> {stage: projected seconds},
     for the dry run's times; check(those stages, the jobs at once) before anything runs, to
-    refuse a plan (it raises)."""
+    refuse a plan (it raises), returning the projected seconds it found, for the time left."""
     from dvc.repo import Repo
 
     with holding(Path(Repo.find_root()), echo):
@@ -393,8 +403,9 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
                  "evaluation and DVC not counted)")
         echo("(dry run: nothing ran)")
         return 0
+    expected = {}
     if check and training:
-        check(training, min(workers, len(training)))
+        expected = check(training, min(workers, len(training))) or {}
     from arithrepro.cpu import env_for
 
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
@@ -416,7 +427,7 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
         return pool[slot].submit(job, log)
 
     try:
-        failed = run_jobs(jobs, workers, start, echo)
+        failed = run_jobs(jobs, workers, start, echo, expected)
     finally:
         for worker in pool.values():
             worker.close()

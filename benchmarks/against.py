@@ -41,7 +41,7 @@ def workspace(checkout: Path, ws: Path, steps: int, batch: int) -> Path:
         prof["data"] = counts
         prof["train"].update(budget)
     else:  # the paper profile holds the source's lengths; its expr loop is the cpu profile's
-        run(checkout, ws, ["compose-params", "profile=paper", "--conf",
+        run(checkout, ws, ["compose-params", "-S", "profile=paper", "--conf",
                            str(checkout.resolve() / "conf")], None)
         params = yaml.safe_load((ws / "params.yaml").read_text())
         params["expr"]["data"].update(counts)

@@ -7,7 +7,8 @@
 # the same runs one after another (what several stages per GPU save).
 # `looped` trains, scores and reports the paper profile's looped grid (each model's seeds as one
 # ensemble) without DVC, in looped-paper/, and packs its records into OUT_DIR/looped-paper.tar.gz;
-# LOOPED_SET adds overrides to the composed params (a short run to try the script: looped.train.steps=20).
+# LOOPED_SET adds overrides to the composed params (a short run to try the script:
+# LOOPED_SET='-S looped.train.steps=20').
 # Logs and JSON land in OUT_DIR (default gpu-out). Run it from the repository root after
 # `pip install --no-deps --no-build-isolation -e .` (stages/ is the package arithrepro.stages only
 # through the install; a non-editable install is shadowed there by the source tree, which lacks
@@ -38,7 +39,7 @@ fi
 if [[ $parts == *looped* ]]; then
     ws=looped-paper
     rm -rf "$ws" && mkdir -p "$ws" && cp -r conf "$ws/"
-    ( cd "$ws" && python3 -m arithrepro.cli compose-params profile=paper ${LOOPED_SET:-} \
+    ( cd "$ws" && python3 -m arithrepro.cli compose-params -S profile=paper ${LOOPED_SET:-} \
         && python3 -m arithrepro.cli generate-datasets --task looped \
         && for model in standard looped; do
                start=$SECONDS
@@ -55,7 +56,7 @@ fi
 if [[ $parts == *processes* ]]; then
     ws=processes-paper
     rm -rf "$ws" && mkdir -p "$ws" && cp -r conf "$ws/"
-    ( cd "$ws" && python3 -m arithrepro.cli compose-params profile=paper >/dev/null ) \
+    ( cd "$ws" && python3 -m arithrepro.cli compose-params -S profile=paper >/dev/null ) \
         && for p in 2 4; do
                python3 -m benchmarks.bench_ensemble --params "$ws/params.yaml" --processes $p \
                    --only "${PROCESSES_ONLY:-modular}"

@@ -18,7 +18,7 @@ from arithrepro.stages.common import TaskName, done, friendly_errors, params_opt
                    "the best this CPU has.")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="Threads per run (arithrepro repro runs cores / threads at once).")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+@click.option("-S", "--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Also change a param, as `dvc exp run -S` does (repeatable): the params are "
                    "then composed from conf/ with the workspace's profile and these.")
 @click.option("--task", "tasks", multiple=True, type=TaskName(),

@@ -17,7 +17,7 @@ from arithrepro.stages.common import TaskName, friendly_errors
               type=click.Path(file_okay=False), help="The params' source (config.yaml, profile/).")
 @click.option("--profile", "profiles", multiple=True,
               help="A profile to project (repeatable). Default: every profile in conf/profile/.")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+@click.option("-S", "--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="An override on every profile, as `dvc exp run -S` takes it (repeatable).")
 @click.option("--task", "tasks", multiple=True,
               type=TaskName(check=True),

@@ -90,7 +90,7 @@ def _projected(params: dict, stop_after_s: float | None = None, say: bool = True
 def _check(params: dict, max_hours: float):
     """Refuses (or, at a terminal, asks about) training projected beyond `max_hours` of wall
     time with the jobs at once."""
-    def check(training: dict, at_once: int) -> None:
+    def check(training: dict, at_once: int) -> dict[str, float]:
         import sys
 
         from arithrepro.estimate import hours
@@ -99,13 +99,14 @@ def _check(params: dict, max_hours: float):
         seconds = _projected(params, stop_after_s=limit * at_once, say=False)(training)
         wall = sum(seconds.values()) / at_once
         if wall <= limit:
-            return
+            return seconds
         more = "at least " if len(seconds) < len(training) else ""
         what = (f"training projected on this machine at {more}{hours(wall)} ({len(training)} runs, "
                 f"{at_once} at once; profile {params.get('profile', '?')}), beyond --max-hours "
                 f"{max_hours:g}")
         if sys.stdin.isatty():
             click.confirm(f"{what}. Start?", abort=True, err=True)
+            return seconds
         else:
             raise ValueError(f"{what}: --yes starts it anyway, `arithrepro estimate` gives the detail")
 

@@ -112,7 +112,7 @@ def overrides(draw):
 def test_compose_params_refuses_a_bad_override_in_one_line(tmp_path, monkeypatch, given_overrides):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["compose-params", "--conf", str(ROOT / "conf"),
-                                       *given_overrides])
+                                       *(a for o in given_overrides for a in ("-S", o))])
     COUNTS["cli"] = COUNTS.get("cli", 0) + 1
     if result.exit_code == 0:
         config.validate(yaml.safe_load((tmp_path / "params.yaml").read_text()))

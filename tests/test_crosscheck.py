@@ -46,7 +46,7 @@ def test_the_findings_on_another_capability_beside_the_workspaces(smoke_first_ru
 
 
 def test_without_the_workspaces_runs_it_stops_before_any_work(clone, tmp_path):
-    sh(["arithrepro", "compose-params", "profile=smoke"], clone)
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], clone)
     out = sh(["arithrepro", "crosscheck", "--task", "looped", "--workdir", str(tmp_path)], clone,
              check=False)
     assert "error: metrics/looped/runs/" in out and "missing; run `dvc repro" in out

@@ -89,7 +89,7 @@ def test_a_task_pages_findings_are_its_checks(task):
     assert rows == [(f.claim, f.test) for f in CHECKS[task]]
 
 
-@pytest.mark.parametrize("page", [f"{task}.md" for task in TASKS] + ["profiles.md"])
+@pytest.mark.parametrize("page", [f"{task}.md" for task in TASKS] + ["verdicts.md"])
 def test_no_number_typed_into_a_results_section(page):
     results = results_section(page)
     assert "(results.md" in results, "the results section links the results page"
@@ -137,3 +137,39 @@ def test_no_lab_history_in_the_docs(phrase):
     found = [f"{p.relative_to(ROOT)}:{n}" for p in [*pages(), ROOT / "README.md"]
              for n, line in enumerate(p.read_text().splitlines(), 1) if phrase in line.lower()]
     assert not found, f"'{phrase}' (history: CHANGELOG.md) in {found}"
+
+
+# A measured time is quoted on its own page, with its command and commit; the others link there,
+# so two pages cannot give two numbers for one thing. benchmarks.md is the measurements' log and
+# CHANGELOG.md the history, so neither is read here.
+QUOTED = {
+    "the smoke pipeline's wall time": (
+        r"smoke (?:pipeline|profile)\b[^.|]{0,160}?\*{0,2}\b\d+(?:\.\d+)? s\b", "development.md"),
+    "CI's wall time": (r"\.ci/run`[^|]{0,200}?\b\d+ min \d+ s\b", "development.md"),
+    "the cpu profile's wall time": (r"`make repro`[^.|]{0,120}?\b\d+ min\b", "profiles.md"),
+    "the paper profile's projected total": (
+        r"estimate --profile paper`[^.|]{0,80}?\b\d+(?:\.\d+)? h (?:of training )?on (?:one|an) "
+        r"H[12]00", "profiles.md"),
+}
+
+
+def quotes(text: str, pattern: str) -> list[str]:
+    """The places `pattern` matches, a paragraph's lines read as one."""
+    return [m.group(0) for m in re.finditer(pattern, re.sub(r"(?<!\n)\n(?!\n)", " ", text))]
+
+
+@pytest.mark.parametrize("fact", sorted(QUOTED))
+def test_a_measured_time_is_quoted_on_its_own_page_only(fact):
+    pattern, home = QUOTED[fact]
+    pages = [ROOT / "README.md", *(p for p in DOCS.glob("*.md")
+                                   if p.name not in GENERATED | {"benchmarks.md", home})]
+    found = {p.name: quotes(p.read_text(), pattern) for p in pages}
+    assert not {k: v for k, v in found.items() if v}, f"{fact}: quoted outside docs/{home}"
+
+
+def test_the_quote_rule_finds_a_second_quote():
+    text = "The smoke pipeline's 49 stages\nran in 117 s with workers.\n\nOther `make repro` took 61 min."
+    assert quotes(text, QUOTED["the smoke pipeline's wall time"][0])
+    assert quotes(text, QUOTED["the cpu profile's wall time"][0])
+    assert not quotes("The smoke pipeline is fast.\n\nIt ran in 117 s.",
+                      QUOTED["the smoke pipeline's wall time"][0])

@@ -171,7 +171,7 @@ def finished(ws: Path) -> set[str] | None:
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
     ws = make_clone(tmp_path_factory.mktemp("kill") / "pristine")
-    sh(["arithrepro", "compose-params", "profile=smoke"], ws)
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], ws)
     return ws
 
 

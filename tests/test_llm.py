@@ -216,8 +216,8 @@ def test_the_stage_resumes_after_a_kill_costs_nothing_again_and_writes_no_key(
     shutil.copytree(smoke_first_run.saved / "gpu", work, symlinks=True)
     monkeypatch.setenv("ARITHREPRO_LLM_KEY", SECRET)
     with Serving(work / "runs/expr/gpt-small-0/model.pt", Slow, key_env="ARITHREPRO_LLM_KEY") as srv:
-        sh(["arithrepro", "compose-params", "profile=smoke", "llm=local",
-            f"llm.at.local.base_url={srv.url}", "llm.limit=30", "llm.concurrency=1"], work)
+        sh(["arithrepro", "compose-params", "-S", "profile=smoke", "-S", "llm=local",
+            "-S", f"llm.at.local.base_url={srv.url}", "-S", "llm.limit=30", "-S", "llm.concurrency=1"], work)
         answers = work / "runs/expr/llm/local/answers.jsonl"
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
         proc = subprocess.Popen(["dvc", "repro", "llm-expr@local"], cwd=work, env=env,

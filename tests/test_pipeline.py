@@ -337,7 +337,7 @@ def test_added_seeds_train_as_one_ensemble_and_dvc_records_them(sampled_run, clo
     """`arithrepro repro --ensemble`: two new seeds of a configuration train as one ensemble in
     one process, and DVC records them as its own run would (dvc.lock, cache, run cache): a plain
     `dvc repro` of them then runs nothing."""
-    sh(["arithrepro", "compose-params", *SAMPLED[1::2], "charlm.seeds=[0,1,2]"], clone)
+    sh(["arithrepro", "compose-params", *SAMPLED, "-S", "charlm.seeds=[0,1,2]"], clone)
     cells = ["train-charlm@gru-s16-1", "train-charlm@gru-s16-2"]
     out = sh(["arithrepro", "repro", "--ensemble", "--jobs", "1", *cells], clone)
     assert "start train-charlm@gru-s16-1 (+1 as one ensemble)" in out, out

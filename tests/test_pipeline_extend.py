@@ -48,12 +48,12 @@ def add_task(here: Path, name: str) -> None:
 def test_a_new_task_runs_through_the_real_stages(tmp_path):
     here = make_clone(tmp_path)
     env = {"PYTHONPATH": str(here)}   # the clone's package, which holds the new task
-    sh(["arithrepro", "compose-params", "profile=smoke"], here)
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], here)
     before = set(sh(["dvc", "stage", "list", "--name-only"], here).split())
     add_task(here, "subtraction")
     # the generated files: dvc.yaml from the registries, params.yaml from conf/
     sh(["arithrepro", "pipeline"], here, **env)
-    sh(["arithrepro", "compose-params", "profile=smoke"], here, **env)
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], here, **env)
 
     stages = set(sh(["dvc", "stage", "list", "--name-only"], here).split())
     cell = "standard-notebook-0"
@@ -81,11 +81,11 @@ def test_a_new_task_scored_as_it_trains_runs_through_the_real_stages(tmp_path):
     charlm): its one training stage writes each run's record and curve, its report reads them."""
     here = make_clone(tmp_path)
     env = {"PYTHONPATH": str(here)}
-    sh(["arithrepro", "compose-params", "profile=smoke"], here)
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], here)
     before = set(sh(["dvc", "stage", "list", "--name-only"], here).split())
     add_task(here, "running")
     sh(["arithrepro", "pipeline"], here, **env)
-    sh(["arithrepro", "compose-params", "profile=smoke"], here, **env)
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], here, **env)
 
     cell, run = "gpt-sin-0", "gpt-sin-base-0"
     stages = set(sh(["dvc", "stage", "list", "--name-only"], here).split())

@@ -90,7 +90,7 @@ def test_the_run_cache_restores_cells_without_a_lock_file(published):
     assert not (here / "dvc.lock").exists()
     # that commit predates the remote's entry in .dvc/config: name it for this clone only
     sh(["dvc", "remote", "add", "--local", "-d", "store", str(published / "store")], here)
-    sh(["arithrepro", "compose-params", "profile=smoke"], here)
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], here)
     out = sh(["dvc", "repro", "--pull"], here)    # fetches the run cache, then each stage's outputs
     # but the results page and the headline numbers: their outputs are git's (DVC does not
     # cache them), so they are written again, from the restored records, in seconds

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def composed(tmp_path, *overrides) -> dict:
     out = tmp_path / "params.yaml"
-    result = CliRunner().invoke(compose_params, [*overrides, "--conf", str(ROOT / "conf"),
-                                                 "--out", str(out)])
+    result = CliRunner().invoke(compose_params, [*(a for o in overrides for a in ("-S", o)),
+                                                 "--conf", str(ROOT / "conf"), "--out", str(out)])
     assert result.exit_code == 0, result.output
     return yaml.safe_load(out.read_text())
 
@@ -76,7 +76,7 @@ def test_an_unknown_profile_or_key_is_one_line_and_writes_nothing(tmp_path):
                             ("models.gpt.lrr=0.1", "(did you mean models.gpt.lr?)"),
                             ("expr.seeds=[0,1", "expr.seeds=[0,1: unbalanced []"),
                             ("expr.seeds='0", "expr.seeds='0: an unclosed quote")):
-        result = CliRunner().invoke(compose_params, [override, "--conf", str(ROOT / "conf"),
+        result = CliRunner().invoke(compose_params, ["-S", override, "--conf", str(ROOT / "conf"),
                                                      "--out", str(out)])
         assert result.exit_code == 2
         assert result.output.startswith("error: params: ") and words in result.output

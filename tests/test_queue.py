@@ -1,4 +1,4 @@
-"""The queued-grid recipe of docs/profiles.md on the smoke profile, in a clone of its own (tests/workspace.py):
+"""The queued-grid recipe of docs/running.md on the smoke profile, in a clone of its own (tests/workspace.py):
 with `pytest -n 2 --dist loadfile` (make test) it runs beside test_pipeline.py's scenarios."""
 
 import json
@@ -32,7 +32,7 @@ def queue(cwd, *args) -> str:
 
 
 def test_queued_cells_retry_and_come_back_from_the_run_cache(clone):
-    """The queued-grid recipe of docs/profiles.md: cells queued as experiments, one worker per device,
+    """The queued-grid recipe of docs/running.md: cells queued as experiments, one worker per device,
     a failed cell re-queued under its name, a finished one re-queued at no cost, and all of them
     collected in the workspace by `dvc repro` without training."""
     cells = [f"train-expr@lstm-{size}-0" for size in ("small", "large")]

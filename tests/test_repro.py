@@ -47,11 +47,26 @@ def test_with_pull_a_stage_is_restored_from_the_remote_where_it_can_be():
     assert job.argv == [["dvc", "--wait-for-lock", "repro", "--single-item", "--pull", "d"]]
 
 
-def test_progress_projects_the_time_left_at_the_pace_so_far():
-    # two jobs took 40 s between them: 20 s each, four left, two at once
-    assert progress(2, 6, 60, 40, 2) == "(2/6, 1m00s so far, about 40s left)"
-    assert progress(1, 3, 10, 10, 4) == "(1/3, 10s so far, about 10s left)"   # 2 left, 2 slots used
-    assert progress(3, 3, 4000, 9000, 2) == "(3/3, 1h06m)"
+def test_progress_shares_the_work_left_among_the_jobs_at_once():
+    assert progress(2, 6, 60, 80, 2) == "(2/6, 1m00s so far, about 40s left)"
+    assert progress(1, 3, 10, 20, 4) == "(1/3, 10s so far, about 10s left)"   # 2 left, 2 slots used
+    assert progress(3, 3, 4000, 0, 2) == "(3/3, 1h06m)"
+
+
+def test_the_time_left_counts_training_by_its_projection_and_the_rest_at_its_pace():
+    jobs = [Job([n], [["true"]]) for n in ("gen", "train-a", "train-b", "report")]
+    lines = []
+
+    class Done:
+        def poll(self):
+            return 0
+
+    run_jobs(jobs, 1, lambda job, slot: Done(), echo=lines.append,
+             expected={"train-a": 600.0, "train-b": 1200.0})
+    done = [line for line in lines if "done" in line]
+    # after gen (instant): both trainings projected, report at gen's pace
+    assert done[0].endswith("about 30m00s left)"), done[0]
+    assert done[1].endswith("about 20m00s left)"), done[1]   # train-b's projection left
 
 
 def test_pull_with_ensemble_is_refused_in_one_line():
@@ -227,7 +242,7 @@ CELLS = [("expr", "gpt-small-0"), ("modular", "gpt-sin-sanity-0"), ("expr", "gpt
 
 def _smoke_workspace(path: Path) -> Path:
     path.mkdir()
-    sh(["arithrepro", "compose-params", "--conf", str(ROOT / "conf"), "profile=smoke"], path)
+    sh(["arithrepro", "compose-params", "--conf", str(ROOT / "conf"), "-S", "profile=smoke"], path)
     sh(["arithrepro", "generate-datasets", "--task", "expr"], path)
     return path
 

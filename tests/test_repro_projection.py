@@ -5,7 +5,7 @@ from tests.workspace import sh
 
 
 def _smoke(clone):
-    sh(["arithrepro", "compose-params", "profile=smoke"], clone)
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], clone)
     return clone
 
 

@@ -19,7 +19,7 @@ def shared(tmp_path_factory) -> Path:
     """origin.git (the project, smoke params and the remote's entry committed) and store/."""
     where = tmp_path_factory.mktemp("split")
     base = make_clone(where / "base")
-    sh(["arithrepro", "compose-params", "profile=smoke"], base)
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], base)
     sh(["dvc", "remote", "add", "-d", "store", str(where / "store")], base)
     sh(["git", "add", "-A"], base)
     sh(["git", "commit", "-qm", "smoke params, the shared remote"], base)

@@ -76,7 +76,7 @@ def first_smoke_run(root: Path) -> FirstRun:
             clone.mkdir(parents=True)
             saved.mkdir()
             make_clone(clone)
-            sh(["arithrepro", "compose-params", "profile=smoke"], clone)
+            sh(["arithrepro", "compose-params", "-S", "profile=smoke"], clone)
             out = sh(["arithrepro", "repro", "--jobs", "2"], clone,
                      ARITHREPRO_PARAMS_LOG=str(saved / "params-reads.jsonl"))
             for folder in ("metrics", "plots"):
