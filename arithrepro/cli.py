@@ -97,7 +97,14 @@ class LazyGroup(click.Group):
         return getattr(import_module(f"arithrepro.stages.{module}"), function)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+EXIT_STATUS = ("Exit status: 0 done; 2 refused before any work, the command line or the params "
+               "being wrong (an unknown key, value, profile, task, run or stage: one line naming "
+               "it); 1 the work stopped (a missing or damaged input, a failed stage, a plan "
+               "beyond --max-hours: one line naming the file or the cause).")
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EXIT_STATUS)
 @click.version_option(package_name="arithrepro")
 def main() -> None:
     """Re-run and compare published experiments on small sequence models learning arithmetic.

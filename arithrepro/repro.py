@@ -366,7 +366,7 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
             by_name = {s.addressing: s for s in graph}
             unknown = [t for t in targets if t not in by_name]
             if unknown:
-                raise ValueError(f"stage {unknown[0]}: not in dvc.yaml (`dvc stage list` names "
+                raise LookupError(f"stage {unknown[0]}: not in dvc.yaml (`dvc stage list` names "
                                  "them; a matrix cell as train-expr@gpt-small-0)")
             wanted = set()
             for t in targets:

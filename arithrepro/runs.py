@@ -176,10 +176,13 @@ def build(task, run: Run, params: dict, where: Placement, trial: bool = False) -
 
 def find(task, params: dict, name: str, among: list[Run] | None = None) -> Run:
     """The run of `task` called `name` among `among` (the benchmark's runs of it), else among
-    the task's own runs in these params (ValueError naming the ones there are)."""
+    the task's own runs in these params (ParamsError naming the ones there are: the name is
+    the caller's input, refused as the params are)."""
     runs = {r.name: r for r in (task.runs(params) if among is None else among)}
     if name not in runs:
         shown = ", ".join(list(runs)[:12]) + (", ..." if len(runs) > 12 else "") or "none"
         what = "a run" if among is None else "a benchmark run"
-        raise ValueError(f"run {name}: not {what} of {task.name} in these params ({shown})")
+        from arithrepro.schema import ParamsError
+
+        raise ParamsError(f"run {name}: not {what} of {task.name} in these params ({shown})")
     return runs[name]

@@ -66,6 +66,8 @@ def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool, pull: b
                          check=None if yes or not params else _check(params, max_hours))
     except DvcException as err:   # a broken dvc.yaml, a held lock: DVC's own one line
         raise ValueError(f"dvc: {err}") from None
+    except LookupError as err:    # a target dvc.yaml lacks: the command line is wrong
+        raise click.UsageError(str(err)) from None
     sys.exit(code)
 
 

@@ -311,9 +311,14 @@ def test_a_study_run_writes_its_model_record_curve_and_series(studied):
 
 
 def test_an_unknown_run_is_one_line(studied_ws):
-    one_error(cli("train", "--task", "modular", "gpt-sin-sanity-7"),
-              "run gpt-sin-sanity-7: not a run of modular in these params (lstm-std-sanity-0, ",
-              "lstm-std-regularization.wd1.0-0)")
+    """A run the params do not hold is the command line's mistake: refused as bad params are
+    (exit 2), where a damaged input stops the work (exit 1)."""
+    result = cli("train", "--task", "modular", "gpt-sin-sanity-7")
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert "\n" not in line
+    assert line.startswith("error: params: run gpt-sin-sanity-7: not a run of modular in these "
+                           "params (lstm-std-sanity-0, ") and line.endswith("lstm-std-regularization.wd1.0-0)")
 
 
 @pytest.mark.parametrize("name, problem", [

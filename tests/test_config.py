@@ -103,12 +103,14 @@ def test_cli_refuses_a_string_learning_rate_before_any_work(tmp_path):
     assert set(tmp_path.rglob("*")) == before  # nothing written
 
 
-def test_cli_names_an_unknown_run(tmp_path):
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+def test_cli_names_an_unknown_run(tmp_path, command):
+    """Both name a run the same way, and refuse one the params lack the same way."""
     (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
-    proc = subprocess.run([sys.executable, "-m", "arithrepro.cli", "train", "--task", "expr",
+    proc = subprocess.run([sys.executable, "-m", "arithrepro.cli", command, "--task", "expr",
                            "lstm-huge-0"], cwd=tmp_path, capture_output=True, text=True)
-    assert proc.returncode == 1
-    assert proc.stderr.strip() == ("error: run lstm-huge-0: not a run of expr in these params "
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: params: run lstm-huge-0: not a run of expr in these params "
                                    "(gpt-small-100, gpt-small-101, gpt-small-102, gpt-small-103, "
                                    "gpt-small-104, gpt-medium-100, gpt-medium-101, gpt-medium-102, "
                                    "gpt-medium-103, gpt-medium-104, lstm-small-100, lstm-small-101, ...)")

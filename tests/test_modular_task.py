@@ -235,7 +235,7 @@ def test_an_unknown_run_is_one_line_naming_the_runs():
     from arithrepro.runs import find
     from arithrepro.tasks.modular import TASK
 
-    with pytest.raises(ValueError, match=r"run gpt-sin-data.r0.5-0: not a run of modular .*"
+    with pytest.raises(config.ParamsError, match=r"run gpt-sin-data.r0.5-0: not a run of modular .*"
                                          r"lstm-std-sanity-0"):
         find(TASK, config.compose(["profile=smoke"]), "gpt-sin-data.r0.5-0")
 
