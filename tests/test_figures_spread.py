@@ -227,6 +227,39 @@ def test_expr_accuracy_by_length_has_a_band_per_split_and_bars_on_the_loss(tmp_p
     assert "mean ± std over 3 seeds" in _title(loss)
 
 
+def _line(ax, label: str):
+    (line,) = [ln for ln in ax.get_lines() if ln.get_label() == label]
+    return line
+
+
+def test_expr_size_figures_draw_each_configurations_mean_at_its_parameter_count(tmp_path, drawn):
+    summary, by_length, data = expr_inputs(tmp_path, THREE)
+    expr_figures.render_expr(summary, by_length, data, tmp_path / "plots")
+    means = summary.groupby(["model", "size"]).agg(params=("params", "mean"),
+                                                   acc=("test_acc", "mean"),
+                                                   loss=("best_val_loss", "mean"))
+    for name, column, scale in (("accuracy_vs_params.png", "acc", 100),
+                                ("val_loss_vs_params.png", "loss", 1)):
+        ax = drawn[name].axes[0]
+        for model, label in (("gpt", "GPT"), ("lstm", "LSTM")):
+            line = _line(ax, label)
+            expected = means.loc[model].sort_values("params")
+            assert np.allclose(line.get_xdata(), expected["params"]), (name, model)
+            assert np.allclose(line.get_ydata(), scale * expected[column]), (name, model)
+
+
+def test_expr_length_distribution_draws_each_splits_shares(tmp_path, drawn):
+    summary, by_length, data = expr_inputs(tmp_path, THREE)
+    expr_figures.render_expr(summary, by_length, data, tmp_path / "plots")
+    ax = drawn["length_distribution.png"].axes[0]
+    lengths = pd.read_csv(data / "lengths.csv")
+    for split, rows in lengths.groupby("split"):
+        (line,) = [ln for ln in ax.get_lines() if ln.get_label().startswith(f"{split} (")]
+        assert f"({int(rows['count'].sum()):,} problems)" in line.get_label()
+        assert np.allclose(line.get_xdata(), rows.sort_values("length")["length"])
+        assert np.allclose(line.get_ydata(), rows.sort_values("length")["percent"])
+
+
 def test_expr_accuracy_by_length_keeps_its_legend_and_title_inside_the_figure(tmp_path, drawn):
     """The legend below the axes, clear of the lines and of the band's label; the title and the
     legend within the saved image."""
