@@ -47,6 +47,9 @@ def test_the_page_and_the_block_show_what_was_collected(data):
     assert "| gpt | small | 3 | 51.0 ± 1.0 % | 10.0 ± 0.0 % |" in page
     assert "![expr: expr_accuracy_vs_params](results/expr_accuracy_vs_params.png)" in page
     assert "commit 0123456, on Some CPU (AVX512), 2 threads per run, torch 2.13.0" in page
+    # what each task cost: expr's six runs of 30 s and 3 s, charlm's one of 60 s
+    assert ("4.0 min of training and 18 s of evaluation in all: expr 3.0 min of training and "
+            "18 s of evaluation, charlm 1.0 min of training and 0 s of evaluation.") in page
     block = results.readme_block(data)
     assert block.startswith(results.README_START) and block.endswith(results.README_END)
     assert "gpt small: test_acc 51.0 ± 1.0 %, ood_acc 10.0 ± 0.0 % (3)" in block

@@ -59,6 +59,10 @@ def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
             "claims": counts(judged),
             "seconds": {k: float(df[k].sum()) for k in ("train_seconds", "eval_seconds")
                         if k in df},
+            # what each task costs, in the order the headline lists them
+            "task_seconds": {task: {k: float(df.loc[df["task"] == task, k].sum())
+                                    for k in ("train_seconds", "eval_seconds") if k in df}
+                             for task in headline if (df["task"] == task).any()},
             "tasks": tasks}
 
 
@@ -94,8 +98,9 @@ def page(data: dict, figures: dict) -> str:
     lines = ["# Results", "",
              "Written by the pipeline's `results` stage from the run records; edit nothing here.",
              "", f"From {_where(data)}. The runs report {_minutes(s.get('train_seconds', 0))} of "
-             f"training and {_minutes(s.get('eval_seconds', 0))} of evaluation in all.", "",
-             "Each cell: mean ± sample standard deviation (n − 1) over its n seeds; one seed "
+             f"training and {_minutes(s.get('eval_seconds', 0))} of evaluation in all"
+             + _per_task(data.get("task_seconds", {})) + ".", "",
+             "Each table entry: mean ± sample standard deviation (n − 1) over its n seeds; one seed "
              "shows its value alone. What each metric means, and the sources' own numbers: the "
              "task's page.", ""]
     for task, t in data["tasks"].items():
@@ -226,6 +231,15 @@ def thumbnail(src: Path, dst: Path, width: int = THUMBNAIL_WIDTH) -> Path:
         with atomic_path(dst) as tmp:
             image.save(tmp, format="PNG", optimize=True)
     return dst
+
+
+def _per_task(seconds: dict) -> str:
+    """': expr 40.2 min of training and 1.1 min of evaluation, abacus ...', or nothing."""
+    if not seconds:
+        return ""
+    return ": " + ", ".join(f"{task} {_minutes(s.get('train_seconds', 0))} of training and "
+                            f"{_minutes(s.get('eval_seconds', 0))} of evaluation"
+                            for task, s in seconds.items())
 
 
 def _minutes(seconds: float) -> str:
