@@ -495,8 +495,8 @@ def test_modular_size_curves_draw_loss_and_accuracy_per_depth(modular):
 
 
 # the y labels of the source's four quantities, each drawn for train and val
-QUANTITY_LABELS = ["best loss L (log scale)", "best accuracy A", "t_f(L): first step at best loss",
-                   "t_f(A): first step at best accuracy"]
+QUANTITY_LABELS = ["lowest loss, L (log scale)", "highest accuracy, A",
+                   "step of the lowest loss, t_f(L)", "first step at the highest accuracy, t_f(A)"]
 
 
 def test_modular_size_metrics_draw_the_eight_metrics_against_d_and_L(modular):
@@ -563,7 +563,7 @@ def test_modular_metrics_vs_draws_the_step_of_best_loss(modular):
     assert sorted(ax.get_ylabel() for ax in axes) == sorted(QUANTITY_LABELS)
     by = {ax.get_ylabel(): ax for ax in axes}
     assert by[QUANTITY_LABELS[0]].get_yscale() == "log"
-    step = by["t_f(L): first step at best loss"]
+    step = by["step of the lowest loss, t_f(L)"]
     for model in MODULAR_MODELS:
         for split in ("train", "val"):
             ys = [_seed_mean_of(rows, {"model": model, "r_train": r}, f"{split}_loss_step")

@@ -30,9 +30,9 @@ LABEL = {"r_train": "training fraction r_train", "d_model": "width d", "layers":
          "batch_size": "batch size B", "weight_decay": "weight decay"}
 # The source's per-run quantities, each for train and val: the record's column is
 # <split>_<quantity> (and a<alpha>_<split>_<quantity> within the first alpha*T steps).
-QUANTITY = {"loss": "best loss L (log scale)", "acc": "best accuracy A",
-            "loss_step": "t_f(L): first step at best loss",
-            "acc_step": "t_f(A): first step at best accuracy"}
+QUANTITY = {"loss": "lowest loss, L (log scale)", "acc": "highest accuracy, A",
+            "loss_step": "step of the lowest loss, t_f(L)",
+            "acc_step": "first step at the highest accuracy, t_f(A)"}
 MARKERS = ["o", "s", "^", "D", "v"]
 
 
@@ -285,7 +285,10 @@ def metrics_vs(plt, rows: pd.DataFrame, key: str, log2: bool, study: str):
     for model, g in mean.groupby("model", sort=False):
         g = g.sort_values(key)
         for split, marker in (("train", "o"), ("val", "s")):
-            kw = dict(color=_style(model)["color"], marker=marker, ms=4,
+            # validation's markers hollow and larger: where both splits reach the same value
+            # (an accuracy of 1), both stay visible
+            kw = dict(color=_style(model)["color"], marker=marker, ms=4 if split == "train" else 7,
+                      markerfacecolor=None if split == "train" else "none",
                       linestyle=SPLIT_LINE[split], label=f"{_name(model)} {split}")
             for q, ax in panel.items():
                 ax.plot(g[key], g[f"{split}_{q}"], **kw)
