@@ -252,19 +252,22 @@ class _Chain:
 
 def reproduce(jobs_wanted: int | None, ensemble: bool, targets: tuple[str, ...] = (),
               echo=print, workers_in_process: bool = True, cpu: dict | None = None,
-              dry: bool = False, pull: bool = False, projected=None, check=None) -> int:
+              dry: bool = False, pull: bool = False, projected=None, check=None,
+              gpus: list[str] | None = None, per_gpu: int = 1) -> int:
     """Plan from DVC's graph and status, run, and return the exit status. `targets`: those
     stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline. dry: say
     what would run, in order, and run nothing. pull: each stage restored from the DVC remote
     where it holds the stage's outputs (or its run cache does), run where not. projected:
     {stage: run_of(its command)} of the training stages to run -> {stage: projected seconds},
     for the dry run's times; check(those stages, the jobs at once) before anything runs, to
-    refuse a plan (it raises), returning the projected seconds it found, for the time left."""
+    refuse a plan (it raises), returning the projected seconds it found, for the time left.
+    gpus: the GPUs the stages may use (their CUDA ids): each job slot sees one of them only,
+    `per_gpu` slots to a GPU unless `jobs_wanted` sets the slots (then dealt round the GPUs)."""
     from dvc.repo import Repo
 
     with holding(Path(Repo.find_root()), echo):
         return _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry,
-                          pull, projected, check)
+                          pull, projected, check, gpus, per_gpu)
 
 
 class WorkspaceBusy(ValueError):
@@ -355,8 +358,15 @@ def _dvc_processes(root: Path) -> list[tuple[int, str]]:
     return found
 
 
+def gpu_slots(gpus: list[str], per_gpu: int, slots: int | None = None) -> list[str]:
+    """The GPU each job slot sees: `per_gpu` slots to each GPU, or `slots` dealt round them."""
+    if not gpus:
+        return []
+    return [gpus[i % len(gpus)] for i in range(slots or len(gpus) * per_gpu)]
+
+
 def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry=False,
-               pull=False, projected=None, check=None) -> int:
+               pull=False, projected=None, check=None, gpus=None, per_gpu=1) -> int:
     import networkx as nx
     from dvc.repo import Repo
 
@@ -381,14 +391,17 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
     cores = sorted(os.sched_getaffinity(0))
     cpu = cpu or {"capability": "native", "threads": "auto"}
     fixed = cpu["threads"] if cpu["threads"] != "auto" else None   # the params' thread count
-    workers = jobs_wanted or (max(1, len(cores) // fixed) if fixed else len(cores))
+    on_gpu = gpu_slots(gpus or [], per_gpu, jobs_wanted)
+    workers = len(on_gpu) or jobs_wanted or (max(1, len(cores) // fixed) if fixed else len(cores))
     threads = fixed or max(1, len(cores) // workers)
     jobs = order_jobs(names, upstream, pending, cmds if ensemble else None, pull)
     if not jobs:
         echo("Data and pipelines are up to date.")
         return 0
     echo(f"{len(jobs)} of {len(names)} stages to run, {min(workers, len(jobs))} at a time with "
-         f"{threads} thread{'s' if threads > 1 else ''} each")
+         f"{threads} thread{'s' if threads > 1 else ''} each"
+         + (f", each on one GPU of {', '.join(gpus)} ({len(on_gpu) // len(gpus)}"
+            f"{'+' if len(on_gpu) % len(gpus) else ''} per GPU)" if on_gpu else ""))
     training = {s: run_of(cmds[s]) for job in jobs for s in job.stages if run_of(cmds[s])}
     if dry:
         seconds = projected(training) if projected and training else {}
@@ -420,10 +433,12 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
         log = _log(job.stages[0]) if workers > 1 else None
         mine = cores[slot * threads:(slot + 1) * threads]
         mine = mine if 1 < workers and workers * threads <= len(cores) else None
+        # a slot's stages see its GPU only, as device 0 (a worker keeps its slot's GPU)
+        own = {**env, "CUDA_VISIBLE_DEVICES": on_gpu[slot]} if on_gpu else env
         if not workers_in_process:
-            return _Chain(job, env, log, mine)
+            return _Chain(job, own, log, mine)
         if slot not in pool or not pool[slot].alive():
-            pool[slot] = _Worker(env, mine)
+            pool[slot] = _Worker(own, mine)
         return pool[slot].submit(job, log)
 
     try:

@@ -25,6 +25,9 @@ from arithrepro.stages.common import friendly_errors, params_option
               help="Training projected on this machine beyond this many hours (the jobs at "
                    "once counted) asks before it starts; without a terminal, it stops.")
 @click.option("--yes", is_flag=True, help="Start whatever the projection says.")
+@click.option("--per-gpu", type=click.IntRange(min=1), default=1, show_default=True,
+              help="On a GPU machine, stages at once on each GPU (each stage sees its GPU only); "
+                   "-j instead sets the total, dealt round the GPUs.")
 @click.option("--process-per-stage", is_flag=True,
               help="Start every stage's commands as processes of their own, as `dvc repro` "
                    "does (default: a worker per job slot runs them, loading Python, DVC and "
@@ -32,7 +35,8 @@ from arithrepro.stages.common import friendly_errors, params_option
 @click.argument("targets", nargs=-1)
 @friendly_errors
 def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool, pull: bool,
-          max_hours: float, yes: bool, process_per_stage: bool, targets: tuple[str, ...]) -> None:
+          max_hours: float, yes: bool, per_gpu: int, process_per_stage: bool,
+          targets: tuple[str, ...]) -> None:
     """Run every stage of dvc.yaml that `dvc repro [TARGETS]` would run, several at once where
     the graph allows: each as its own `dvc repro --single-item`, so DVC caches and locks it as usual and a
     plain `dvc repro` afterwards finds everything up to date. With several jobs, each stage's
@@ -57,13 +61,13 @@ def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool, pull: b
                                "process and cannot restore them one by one; pull first "
                                "(`arithrepro repro --pull`), then train with --ensemble")
     params = config.load(params_path, record=False) if Path(params_path).exists() else None
-    if jobs is None and params and config.resolve_device(params["device"]) != "cpu":
-        jobs = 1
+    gpus = visible_gpus() if params and config.resolve_device(params["device"]) != "cpu" else []
     try:
         code = reproduce(jobs, ensemble, targets, workers_in_process=not process_per_stage,
                          cpu=params["cpu"] if params else None, dry=dry, pull=pull,
                          projected=_projected(params) if params else None,
-                         check=None if yes or not params else _check(params, max_hours))
+                         check=None if yes or not params else _check(params, max_hours),
+                         gpus=gpus, per_gpu=per_gpu)
     except DvcException as err:   # a broken dvc.yaml, a held lock: DVC's own one line
         raise ValueError(f"dvc: {err}") from None
     except LookupError as err:    # a target dvc.yaml lacks: the command line is wrong
@@ -113,3 +117,17 @@ def _check(params: dict, max_hours: float):
             raise ValueError(f"{what}: --yes starts it anyway, `arithrepro estimate` gives the detail")
 
     return check
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs the stages may use, by CUDA id: ARITHREPRO_GPUS where set (a comma-separated
+    list: some of the machine's, for this run only), else CUDA_VISIBLE_DEVICES's list, else
+    every device torch counts."""
+    import os
+
+    for name in ("ARITHREPRO_GPUS", "CUDA_VISIBLE_DEVICES"):
+        if os.environ.get(name, "").strip():
+            return [g.strip() for g in os.environ[name].split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
