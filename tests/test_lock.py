@@ -48,3 +48,27 @@ def test_setup_installs_from_the_lock_without_resolving():
     make = (ROOT / "Makefile").read_text()
     assert "--no-deps -r requirements.lock" in make
     assert re.search(r"--no-deps -e '\.\[dev,llm\]'", make)
+
+
+# an import's name where its distribution's differs
+DISTRIBUTION = {"PIL": "pillow", "yaml": "pyyaml", "torch_optimizer": "torch-optimizer"}
+
+
+def test_every_package_the_code_imports_is_declared():
+    """A package imported only because another one happens to bring it would vanish with that
+    one's next release."""
+    import ast
+    import sys
+
+    imported = set()
+    for path in [*(ROOT / "arithrepro").rglob("*.py"), *(ROOT / "stages").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"arithrepro"}
+    declared = set(_declared())
+    missing = {m for m in third_party
+               if re.sub(r"[-_.]+", "-", DISTRIBUTION.get(m, m)).lower() not in declared}
+    assert not missing, f"imported but not declared in pyproject.toml: {sorted(missing)}"
