@@ -41,7 +41,7 @@ def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool, pull: b
     the graph allows: each as its own `dvc repro --single-item`, so DVC caches and locks it as usual and a
     plain `dvc repro` afterwards finds everything up to date. With several jobs, each stage's
     output goes to logs/repro/<stage>.log and one line reports its start and end, with the
-    time left at the pace so far.
+    stages done and the time left.
 
     Before training, a few steps of each run shape to train are timed (as `arithrepro
     estimate` does): --dry prints each stage's projected time, and a plan projected beyond
@@ -110,11 +110,10 @@ def _check(params: dict, max_hours: float):
         what = (f"training projected on this machine at {more}{hours(wall)} ({len(training)} runs, "
                 f"{at_once} at once; profile {params.get('profile', '?')}), beyond --max-hours "
                 f"{max_hours:g}")
-        if sys.stdin.isatty():
-            click.confirm(f"{what}. Start?", abort=True, err=True)
-            return seconds
-        else:
+        if not sys.stdin.isatty():
             raise ValueError(f"{what}: --yes starts it anyway, `arithrepro estimate` gives the detail")
+        click.confirm(f"{what}. Start?", abort=True, err=True)
+        return seconds
 
     return check
 
