@@ -230,6 +230,18 @@ def test_the_headline_is_the_default_metrics(first_run):
     assert headline["charlm"]["gru-s16"]["final_bpc"] == first_run.summary["charlm"]["gru-s16-0"]["final_bpc"]
 
 
+def test_a_clone_compares_its_first_run_with_the_committed_reference(first_run):
+    """git tracks metrics/headline.json, so the clone's first commit holds the reference run's
+    numbers (the cpu profile's): `dvc metrics diff` sets the first run's beside them."""
+    gpu = first_run.saved / "gpu"
+    first = sh(["git", "rev-list", "--max-parents=0", "HEAD"], gpu).split()[0]
+    reference = json.loads(sh(["git", "show", f"{first}:metrics/headline.json"], gpu))
+    diff = dvc_json(["metrics", "diff", first, "--json"], gpu)["metrics/headline.json"]
+    key = diff["expr.gpt-small.test_acc"]
+    assert key["old"] == reference["expr"]["gpt-small"]["test_acc"]
+    assert key["new"] == first_run.summary["expr"]["gpt-small-0"]["test_acc"]
+
+
 # --- running again ----------------------------------------------------------------------------
 # These run `dvc repro` or experiments in the clone the first run left. Each needs the workspace
 # as some experiment left it (outputs up to date with params.yaml). The experiments build on
