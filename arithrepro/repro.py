@@ -91,8 +91,8 @@ def run_of(cmd: str) -> tuple[str, bool, str] | None:
 def _config_of(cmd: str) -> tuple | None:
     """A training cell's (task, whether a benchmark cell, run name without its seed), from its
     command."""
-    m = _TRAIN.match(cmd.strip())
-    return (m["task"], bool(m["bench"]), m["config"]) if m else None
+    run = run_of(cmd)
+    return (run[0], run[1], run[2].rsplit("-", 1)[0]) if run else None
 
 
 def _commands(stages: list[str], cmds: dict[str, str] | None, pull: bool = False) -> list[list[str]]:
@@ -402,7 +402,7 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
          f"{threads} thread{'s' if threads > 1 else ''} each"
          + (f", each on one GPU of {', '.join(gpus)} ({len(on_gpu) // len(gpus)}"
             f"{'+' if len(on_gpu) % len(gpus) else ''} per GPU)" if on_gpu else ""))
-    training = {s: run_of(cmds[s]) for job in jobs for s in job.stages if run_of(cmds[s])}
+    training = {s: run for job in jobs for s in job.stages if (run := run_of(cmds[s]))}
     if dry:
         seconds = projected(training) if projected and training else {}
         for job in jobs:
