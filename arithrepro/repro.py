@@ -253,7 +253,9 @@ class _Chain:
 def reproduce(jobs_wanted: int | None, ensemble: bool, targets: tuple[str, ...] = (),
               echo=print, workers_in_process: bool = True, cpu: dict | None = None,
               dry: bool = False, pull: bool = False, projected=None, check=None,
-              gpus: list[str] | None = None, per_gpu: int = 1) -> int:
+              gpus: list[str] | None = None, per_gpu: int = 1, executor: str | None = None,
+              options: dict[str, str] | None = None, retries: int = 2,
+              gpu_jobs: bool = False) -> int:
     """Plan from DVC's graph and status, run, and return the exit status. `targets`: those
     stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline. dry: say
     what would run, in order, and run nothing. pull: each stage restored from the DVC remote
@@ -262,10 +264,22 @@ def reproduce(jobs_wanted: int | None, ensemble: bool, targets: tuple[str, ...] 
     for the dry run's times; check(those stages, the jobs at once) before anything runs, to
     refuse a plan (it raises), returning the projected seconds it found, for the time left.
     gpus: the GPUs the stages may use (their CUDA ids): each job slot sees one of them only,
-    `per_gpu` slots to a GPU unless `jobs_wanted` sets the slots (then dealt round the GPUs)."""
+    `per_gpu` slots to a GPU unless `jobs_wanted` sets the slots (then dealt round the GPUs).
+    executor: "slurm" or "local", to train the pending cells as jobs of a batch system
+    (arithrepro/cluster.py; `options`, its slurm parameters; `retries`, the times a job is sent
+    again; `gpu_jobs`, one GPU per job), the rest here."""
     from dvc.repo import Repo
 
     with holding(Path(Repo.find_root()), echo):
+        if executor:
+            from arithrepro.cluster import reproduce_on
+
+            def here(stages: tuple[str, ...], restore: bool) -> int:
+                return _reproduce(jobs_wanted, False, stages, echo, workers_in_process, cpu,
+                                  pull=restore)
+
+            return reproduce_on(executor, targets, ensemble, here, echo, cpu, options,
+                                gpu_jobs, jobs_wanted, retries, projected)
         return _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry,
                           pull, projected, check, gpus, per_gpu)
 
@@ -365,8 +379,9 @@ def gpu_slots(gpus: list[str], per_gpu: int, slots: int | None = None) -> list[s
     return [gpus[i % len(gpus)] for i in range(slots or len(gpus) * per_gpu)]
 
 
-def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry=False,
-               pull=False, projected=None, check=None, gpus=None, per_gpu=1) -> int:
+def plan(targets: tuple[str, ...] = ()):
+    """DVC's stages for `targets` (all when none), upstream first: (names, each one's upstream
+    stages, the stages DVC reports changed, each one's command)."""
     import networkx as nx
     from dvc.repo import Repo
 
@@ -388,12 +403,32 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
                     for s in stages}
         pending = set(repo.status())
         cmds = {s.addressing: s.cmd if isinstance(s.cmd, str) else "" for s in stages}
+    return names, upstream, pending, cmds
+
+
+def slots(cpu: dict | None, jobs_wanted: int | None, gpus=None, per_gpu: int = 1):
+    """(the jobs at once, torch threads each, the GPU of each slot) on this machine's cores."""
     cores = sorted(os.sched_getaffinity(0))
     cpu = cpu or {"capability": "native", "threads": "auto"}
     fixed = cpu["threads"] if cpu["threads"] != "auto" else None   # the params' thread count
     on_gpu = gpu_slots(gpus or [], per_gpu, jobs_wanted)
     workers = len(on_gpu) or jobs_wanted or (max(1, len(cores) // fixed) if fixed else len(cores))
-    threads = fixed or max(1, len(cores) // workers)
+    return workers, fixed or max(1, len(cores) // workers), on_gpu
+
+
+def thread_env(cpu: dict | None, threads: int) -> dict:
+    """The environment a stage's torch reads its threads and CPU kernels from."""
+    from arithrepro.cpu import env_for
+
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+            **env_for(cpu or {"capability": "native", "threads": "auto"})}
+
+
+def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry=False,
+               pull=False, projected=None, check=None, gpus=None, per_gpu=1) -> int:
+    names, upstream, pending, cmds = plan(targets)
+    cores = sorted(os.sched_getaffinity(0))
+    workers, threads, on_gpu = slots(cpu, jobs_wanted, gpus, per_gpu)
     jobs = order_jobs(names, upstream, pending, cmds if ensemble else None, pull)
     if not jobs:
         echo("Data and pipelines are up to date.")
@@ -419,10 +454,7 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
     expected = {}
     if check and training:
         expected = check(training, min(workers, len(training))) or {}
-    from arithrepro.cpu import env_for
-
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           **env_for(cpu)}
+    env = {**os.environ, **thread_env(cpu, threads)}
     if workers > 1:
         LOGS.mkdir(parents=True, exist_ok=True)
 

@@ -32,10 +32,22 @@ from arithrepro.stages.common import friendly_errors, params_option
               help="Start every stage's commands as processes of their own, as `dvc repro` "
                    "does (default: a worker per job slot runs them, loading Python, DVC and "
                    "torch once).")
+@click.option("--executor", type=click.Choice(["slurm", "local"]), default=None,
+              help="Train the pending cells as jobs of a batch system (submitit): slurm, or "
+                   "local (the same jobs as processes here); every job pushes to the DVC "
+                   "remote, and the rest runs here once they are in (docs/cluster.md).")
+@click.option("--slurm", "slurm_options", multiple=True, metavar="KEY=VALUE",
+              help="A parameter of the jobs' sbatch: partition=gpu, account=lab, qos=...,"
+                   "time=MINUTES, cpus_per_task=N, gpus_per_node=0, array_parallelism=N, "
+                   "additional_parameters... (submitit's slurm_* names).")
+@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
+              help="With --executor: times a failed or preempted job is sent again (it "
+                   "resumes from its checkpoint).")
 @click.argument("targets", nargs=-1)
 @friendly_errors
 def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool, pull: bool,
           max_hours: float, yes: bool, per_gpu: int, process_per_stage: bool,
+          executor: str | None, slurm_options: tuple[str, ...], retries: int,
           targets: tuple[str, ...]) -> None:
     """Run every stage of dvc.yaml that `dvc repro [TARGETS]` would run, several at once where
     the graph allows: each as its own `dvc repro --single-item`, so DVC caches and locks it as usual and a
@@ -60,19 +72,43 @@ def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool, pull: b
         raise click.UsageError("--pull with --ensemble: an ensemble trains its seeds in one "
                                "process and cannot restore them one by one; pull first "
                                "(`arithrepro repro --pull`), then train with --ensemble")
+    options = _options(slurm_options, executor)
+    if executor and (dry or pull):
+        raise click.UsageError(f"--executor with --{'dry' if dry else 'pull'}: the jobs "
+                               "restore what the remote holds themselves; --dry without "
+                               "--executor says what would run")
     params = config.load(params_path, record=False) if Path(params_path).exists() else None
-    gpus = visible_gpus() if params and config.resolve_device(params["device"]) != "cpu" else []
+    here = config.resolve_device(params["device"]) if params else "cpu"
+    gpus = visible_gpus() if here != "cpu" else []
+    # a job's device: the params' (auto: a GPU on a cluster, whatever the submitting node has)
+    gpu_jobs = bool(params) and params["device"] != "cpu" and executor == "slurm"
+    # this machine's projection sets the jobs' time limits only where it is the jobs' kind
+    like_here = executor != "slurm" or gpu_jobs == (here != "cpu")
     try:
         code = reproduce(jobs, ensemble, targets, workers_in_process=not process_per_stage,
                          cpu=params["cpu"] if params else None, dry=dry, pull=pull,
-                         projected=_projected(params) if params else None,
-                         check=None if yes or not params else _check(params, max_hours),
-                         gpus=gpus, per_gpu=per_gpu)
+                         projected=_projected(params) if params and like_here else None,
+                         check=None if yes or not params or executor else _check(params, max_hours),
+                         gpus=gpus, per_gpu=per_gpu, executor=executor, options=options,
+                         retries=retries, gpu_jobs=gpu_jobs)
     except DvcException as err:   # a broken dvc.yaml, a held lock: DVC's own one line
         raise ValueError(f"dvc: {err}") from None
     except LookupError as err:    # a target dvc.yaml lacks: the command line is wrong
         raise click.UsageError(str(err)) from None
     sys.exit(code)
+
+
+def _options(pairs: tuple[str, ...], executor: str | None) -> dict[str, str]:
+    """--slurm KEY=VALUE pairs, refused before anything runs when malformed or without slurm."""
+    if pairs and executor != "slurm":
+        raise click.UsageError("--slurm is for --executor slurm")
+    options = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip():
+            raise click.UsageError(f"--slurm {pair}: expected KEY=VALUE (e.g. partition=gpu)")
+        options[key.strip().removeprefix("slurm_")] = value.strip()
+    return options
 
 
 def _projected(params: dict, stop_after_s: float | None = None, say: bool = True):

@@ -1,0 +1,438 @@
+"""`arithrepro repro --executor slurm|local`: the pending training cells as jobs of a batch
+system, through submitit; everything else runs here.
+
+DVC's lock allows one running stage per workspace, so each job works in a checkout of its
+own: a clone of the workspace's commit with the workspace's uncommitted files laid over it
+(params.yaml, dvc.lock). It pulls its inputs from the DVC remote, runs its stage with `dvc
+repro --single-item --pull` (a cell the remote's run cache already holds is restored, never
+trained again), and pushes its outputs and the run cache. The checkout outlives a killed,
+preempted or timed-out job, so the job sent again in its place resumes from the run's
+checkpoint. Once every cell is in the remote, the workspace collects them with `dvc repro
+--pull` and runs the reports.
+
+`local` runs the same jobs as processes of this machine (submitit's local executor): the
+path a cluster takes, testable without one."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import submitit
+
+EXECUTORS = ("local", "slurm")
+# a job that fails this many times in a row is given up (a preemption counts as a failure)
+RETRIES = 2
+# states after which a job will not run again by itself
+ENDED = {"FINISHED", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
+         "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "INTERRUPTED", "NO PROCESS AND NO RESULT"}
+
+
+@dataclass
+class Cell:
+    """One job's work: a training stage, or a configuration's seeds trained as one ensemble."""
+
+    stages: list[str]
+    argv: list[list[str]]        # run in the checkout, one after another
+    pulls: list[str]             # the stages whose outputs it needs, pulled from the remote
+    seconds: float | None = None  # projected training time
+
+    @property
+    def name(self) -> str:
+        more = len(self.stages) - 1
+        return self.stages[0] + (f" (+{more} as one ensemble)" if more else "")
+
+    @property
+    def folder(self) -> str:
+        return self.stages[0].replace("@", "-")
+
+
+@dataclass
+class Source:
+    """What every job checks out: the workspace's commit, and its uncommitted files."""
+
+    repo: str                    # where to clone from (the workspace; on a cluster, a shared path)
+    commit: str
+    overlay: str                 # a folder holding the workspace's modified and untracked files
+    deleted: list[str] = field(default_factory=list)
+    config_local: str | None = None   # .dvc/config.local: the remote, the cache's place
+    remote: str | None = None
+
+
+def snapshot(root: Path, into: Path, remote: str | None) -> Source:
+    """The workspace as jobs should see it, frozen now: a later edit there changes no job."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                              check=True).stdout
+
+    commit = git("rev-parse", "HEAD").strip()
+    # staged or not (DVC stages dvc.lock itself), and untracked but not ignored
+    listed = git("diff", "-z", "--name-only", "HEAD") + git("ls-files", "-z", "-o",
+                                                             "--exclude-standard")
+    changed = sorted({f for f in listed.split("\0") if f and (root / f).is_file()})
+    deleted = [f for f in git("diff", "-z", "--name-only", "--diff-filter=D", "HEAD").split("\0")
+               if f]
+    overlay = into / f"overlay-{commit[:12]}-{time.strftime('%Y%m%d-%H%M%S')}"
+    for name in changed:
+        (overlay / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / name, overlay / name)
+    overlay.mkdir(parents=True, exist_ok=True)
+    local = root / ".dvc" / "config.local"
+    return Source(str(root), commit, str(overlay), deleted,
+                  local.read_text() if local.is_file() else None, remote)
+
+
+class CellFailed(RuntimeError):
+    """A command of a job exited non-zero (its output is in the job's log)."""
+
+
+class CellJob(submitit.helpers.Checkpointable):
+    """What a job runs. Checkpointable: on a time limit or a preemption submitit sends the job
+    again under its id, and the run resumes from its checkpoint."""
+
+    def __call__(self, cell: Cell, source: Source, workdir: str, env: dict) -> dict:
+        import fcntl
+
+        checkout = Path(workdir) / "checkouts" / cell.folder
+        checkout.parent.mkdir(parents=True, exist_ok=True)
+        # a job sent again while the one it replaces still runs (a node the scheduler lost
+        # track of) waits for it rather than sharing its checkout
+        with open(checkout.parent / f"{cell.folder}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            prepare(checkout, source)
+            same_code(checkout)
+            run_env = {**os.environ, **env, "DVC_NO_ANALYTICS": "1",
+                       "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+            remote = ["--remote", source.remote] if source.remote else []
+            began = time.time()
+            if cell.pulls:
+                _run(["dvc", "pull", *remote, *cell.pulls], checkout, run_env)
+            out = "".join(_run(argv, checkout, run_env) for argv in cell.argv)
+            _run(["dvc", "push", "--run-cache", *remote, *cell.stages], checkout, run_env)
+        restored = [s for s in cell.stages if f"Stage '{s}' is cached - skipping run" in out]
+        return {"stages": cell.stages, "restored": restored, "seconds": time.time() - began}
+
+
+def _run(argv: list[str], cwd: Path, env: dict) -> str:
+    """A job's command, its output echoed to the job's log and returned."""
+    print("$ " + " ".join(argv), flush=True)
+    if argv[0] == "dvc":
+        argv = [sys.executable, "-m", "dvc", *argv[1:]]
+    proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    print(proc.stdout, end="", flush=True)
+    if proc.returncode:
+        last = proc.stdout.strip().splitlines()[-1:] or [""]
+        raise CellFailed(f"`{' '.join(argv)}` exited {proc.returncode}: {last[0][:300]}")
+    return proc.stdout
+
+
+def prepare(checkout: Path, source: Source) -> None:
+    """The job's checkout: cloned once, then kept (with a cut-short run's checkpoint) for the
+    jobs sent again in its place."""
+    import json
+
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    mark = json.dumps([source.commit, source.overlay])
+    if (checkout / ".git" / "arithrepro-source").is_file() and \
+            (checkout / ".git" / "arithrepro-source").read_text() == mark:
+        return
+    part = checkout.with_name(checkout.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    subprocess.run(["git", "clone", "-q", "--no-checkout", source.repo, str(part)],
+                   check=True, capture_output=True, env=env)
+    subprocess.run(["git", "checkout", "-q", "--detach", source.commit], cwd=part,
+                   check=True, capture_output=True, env=env)
+    for name in source.deleted:
+        (part / name).unlink(missing_ok=True)
+    shutil.copytree(source.overlay, part, dirs_exist_ok=True)
+    if source.config_local is not None:
+        (part / ".dvc" / "config.local").write_text(source.config_local)
+    # an older submission's checkout (or one cut short): its checkpoints come along, each
+    # resumed only by the run whose configuration it holds
+    for old in checkout.glob("runs/**/checkpoint*.pt") if checkout.is_dir() else ():
+        new = part / old.relative_to(checkout)
+        new.parent.mkdir(parents=True, exist_ok=True)
+        old.rename(new)
+    (part / ".git" / "arithrepro-source").write_text(mark)
+    shutil.rmtree(checkout, ignore_errors=True)
+    part.rename(checkout)
+
+
+def same_code(checkout: Path) -> None:
+    """Jobs run the installed arithrepro; it must be the code the cell's stage names, or the
+    run would be recorded under code it did not run."""
+    from arithrepro.provenance import code_root
+
+    installed = code_root()
+    for folder in ("arithrepro", "stages"):
+        for mine in sorted((checkout / folder).rglob("*.py")):
+            theirs = installed / mine.relative_to(checkout)
+            if not theirs.is_file() or theirs.read_bytes() != mine.read_bytes():
+                raise CellFailed(f"the installed arithrepro ({installed}) differs from the "
+                                 f"code this job checked out: {mine.relative_to(checkout)} "
+                                 "(keep the code unchanged while the jobs run)")
+
+
+def executor(kind: str, folder: Path, options: dict[str, str], threads: int, gpu: bool,
+             minutes: float):
+    """submitit's executor for `kind`: one CPU task per job with `threads` cores, one GPU on a
+    GPU profile, `minutes` of time unless `options` (slurm_* parameters, without the prefix:
+    partition, account, qos, timeout_min, array_parallelism, ...) say otherwise."""
+    if kind == "local":
+        ex = submitit.LocalExecutor(folder=folder, max_num_timeout=RETRIES)
+        ex.update_parameters(timeout_min=max(minutes, 24 * 60))   # local: never cut short
+        return ex
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=RETRIES)
+    wanted = {"cpus_per_task": threads, "time": math.ceil(minutes), "ntasks_per_node": 1,
+              **({"gpus_per_node": 1} if gpu else {})}
+    for key, value in options.items():
+        key = "time" if key == "timeout_min" else key
+        wanted[key] = _value(value)
+    try:
+        ex.update_parameters(**wanted)
+    except ValueError as err:   # submitit names the parameters it does not know
+        raise ValueError(f"--slurm: {err}".splitlines()[0]) from None
+    return ex
+
+
+def _value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def minutes_for(seconds: float | None) -> float:
+    """A job's time limit: twice the projection and ten minutes of set-up, within a day (a run
+    cut short is sent again and resumes, so a tight limit costs little)."""
+    if seconds is None:
+        return 24 * 60
+    return min(24 * 60, max(30, 2 * seconds / 60 + 10))
+
+
+@dataclass
+class Tracked:
+    cell: Cell
+    job: object
+    attempt: int = 1
+    state: str = "PENDING"
+
+
+def follow(cells: list[Cell], submit, echo=print, at_once: int | None = None,
+           retries: int = RETRIES, poll_s: float = 2.0, on_done=None,
+           record=None) -> list[str]:
+    """Submit `cells` (`submit(list of cells) -> jobs`, all at once or `at_once` at a time) and
+    follow them: a state change gets one line, a job that ends without its result is sent
+    again (it resumes from its checkpoint) up to `retries` times, then named as failed with its
+    log. `on_done(cell, result)` for each finished job; `record(tracked)` after each change.
+    Returns the failed cells' names."""
+    waiting, live, failed = list(cells), [], []
+    t0 = time.perf_counter()
+    done = 0
+
+    def send(batch: list[Cell], attempt: int = 1) -> None:
+        for cell, job in zip(batch, submit(batch)):
+            live.append(Tracked(cell, job, attempt))
+            echo(f"[{done + len(live)}/{len(cells)}] submitted {cell.name}: job {job.job_id}"
+                 + (f" (attempt {attempt})" if attempt > 1 else ""))
+
+    while waiting or live:
+        room = len(waiting) if at_once is None else max(0, at_once - len(live))
+        if room and waiting:
+            batch, waiting = waiting[:room], waiting[room:]
+            send(batch)
+            if record:
+                record(live)
+        time.sleep(poll_s)
+        for t in list(live):
+            state = str(t.job.state).split()[0] if t.job.state else "UNKNOWN"
+            state = t.job.state if t.job.state == "NO PROCESS AND NO RESULT" else state
+            if state != t.state and state not in ENDED:
+                echo(f"      {state.lower():9s} {t.cell.name} (job {t.job.job_id})")
+            t.state = state
+            if state not in ENDED:
+                continue
+            live.remove(t)
+            why = _outcome(t.job)
+            if why is None:
+                done += 1
+                result = t.job.result()
+                how = "restored from the remote" if result["restored"] else "trained"
+                echo(f"      done      {t.cell.name} ({how}, job {t.job.job_id}, "
+                     f"{_clock(result['seconds'])})  ({done}/{len(cells)}, "
+                     f"{_clock(time.perf_counter() - t0)} so far)")
+                if on_done:
+                    on_done(t.cell, result)
+            elif t.attempt <= retries:
+                echo(f"      failed    {t.cell.name} (job {t.job.job_id}): {why}; sent again "
+                     "(a run resumes from its checkpoint)")
+                send([t.cell], t.attempt + 1)
+            else:
+                failed.append(t.cell.name)
+                echo(f"      FAILED {t.cell.name} (job {t.job.job_id}, attempt {t.attempt}): "
+                     f"{why}; log: {t.job.paths.stdout}")
+            if record:
+                record(live)
+    return failed
+
+
+def _outcome(job) -> str | None:
+    """None for a job that returned its result; else why not, in one line."""
+    if not job.paths.result_pickle.exists():
+        return f"ended without a result (state {job.state})"
+    error = job.exception()
+    if error is None:
+        return None
+    lines = [line for line in str(error).splitlines() if line.strip() and not line.startswith("-")]
+    cause = next((line for line in reversed(lines) if "CellFailed" in line or "Error" in line),
+                 lines[-1] if lines else "failed")
+    return cause.split("CellFailed: ", 1)[-1].strip()
+
+
+def _clock(seconds: float) -> str:
+    from arithrepro.repro import _clock as clock
+
+    return clock(seconds)
+
+
+def reproduce_on(kind: str, targets: tuple[str, ...], ensemble: bool, run_here, echo=print,
+                 cpu: dict | None = None, options: dict[str, str] | None = None,
+                 gpu: bool = False, at_once: int | None = None, retries: int = RETRIES,
+                 projected=None, workdir: Path | None = None, poll_s: float = 5.0) -> int:
+    """The pipeline with its pending training cells as `kind` jobs; the exit status.
+    `run_here(targets, pull)` runs stages in this workspace (`arithrepro repro`'s own way):
+    first what the cells need, then, once every cell is in the remote, the whole plan with
+    `pull` (the cells restored, the reports run). `projected(training stages)`: their
+    projected seconds, for the jobs' time limits."""
+    import json
+
+    from dvc.repo import Repo
+
+    from arithrepro.io import write_text
+    from arithrepro.repro import order_jobs, plan, run_of, slots, thread_env
+
+    root = Path(Repo.find_root())
+    remote = default_remote(root)
+    names, upstream, pending, cmds = plan(targets)
+    jobs = order_jobs(names, upstream, pending, cmds if ensemble else None)
+    cells_jobs = [j for j in jobs if run_of(cmds[j.stages[0]])]
+    if not cells_jobs:
+        return run_here(targets, False)
+    training = {s for j in cells_jobs for s in j.stages}
+    # the stages the cells need, run here first: their outputs go to the remote for the jobs
+    needs = {u for s in training for u in upstream[s]} - training
+    if needs and run_here(tuple(sorted(needs)), False):
+        return 1
+    known = cached(sorted(training), remote)
+    todo = [j for j in cells_jobs if not set(j.stages) <= known]
+    echo(f"{len(training)} training cells: {len(training) - len(known & training)} to run as "
+         f"{kind} jobs" + (f", {len(known & training)} already in the remote's run cache"
+                          if known & training else ""))
+    if needs:
+        _dvc(["push", *(["--remote", remote] if remote else []), *sorted(needs)], root)
+    seconds = projected({s: run_of(cmds[s]) for j in todo for s in j.stages}) \
+        if projected and todo else {}
+    workdir = Path(workdir or root / ".dvc" / "tmp" / "cluster")
+    workdir.mkdir(parents=True, exist_ok=True)
+    source = snapshot(root, workdir, remote)
+    cells = [Cell(j.stages, _argv(j.stages, cmds, len(j.stages) > 1),
+                  sorted({u for s in j.stages for u in upstream[s]} - set(j.stages)),
+                  sum(seconds.get(s, 0) for s in j.stages) or None) for j in todo]
+    workers, threads, _ = slots(cpu, at_once)
+    threads = int(options.get("cpus_per_task", threads)) if options else threads
+    env = thread_env(cpu, threads)
+    job = CellJob()
+
+    def submit(batch: list[Cell]):
+        from arithrepro.checkout import working_dir
+
+        longest = max((c.seconds or 0 for c in batch), default=0) or None
+        ex = executor(kind, workdir / "jobs", options or {}, threads, gpu, minutes_for(longest))
+        # a job starts where it was submitted from, and Python imports from there first: from
+        # the work folder, a job imports the installed arithrepro, not a checkout's copy
+        with working_dir(workdir):
+            if len(batch) == 1:
+                return [ex.submit(job, batch[0], source, str(workdir), env)]
+            # one array for the batch (SLURM: one sbatch, --array)
+            return ex.map_array(job, batch, [source] * len(batch), [str(workdir)] * len(batch),
+                                [env] * len(batch))
+
+    def record(live):
+        write_text(workdir / "jobs.json", json.dumps(
+            {t.cell.stages[0]: {"job": t.job.job_id, "attempt": t.attempt, "state": t.state,
+                                "log": str(t.job.paths.stdout)} for t in live}, indent=1))
+
+    def finished(cell: Cell, result: dict) -> None:
+        shutil.rmtree(workdir / "checkouts" / cell.folder, ignore_errors=True)   # in the remote now
+        (workdir / "checkouts" / f"{cell.folder}.lock").unlink(missing_ok=True)
+
+    failed = follow(cells, submit, echo, at_once=workers if kind == "local" else None,
+                    retries=retries, poll_s=poll_s, on_done=finished, record=record)
+    if failed:
+        echo(f"{len(failed)} of {len(cells)} jobs failed; the others are in the remote. "
+             "The same command again sends only what is missing.")
+        return 1
+    echo("collecting: dvc repro --pull, stage by stage")
+    return run_here(targets, True)
+
+
+def _argv(stages: list[str], cmds: dict[str, str], together: bool) -> list[list[str]]:
+    from arithrepro.repro import _commands
+
+    if together:
+        return _commands(stages, cmds)
+    return [["dvc", "repro", "--single-item", "--pull", stages[0]]]
+
+
+def _dvc(args: list[str], root: Path) -> str:
+    proc = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, capture_output=True,
+                          text=True, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    if proc.returncode:
+        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+        raise RuntimeError(f"dvc {' '.join(args)}: {last[0]}")
+    return proc.stdout
+
+
+def default_remote(root: Path) -> str | None:
+    """The DVC remote jobs push to and the workspace pulls from: DVC's default. Without one,
+    the jobs' results would have no way back: refused before anything runs."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        name = repo.config["core"].get("remote")
+        if not name:
+            raise ValueError("the jobs send their results through a DVC remote, and this "
+                             "workspace has no default one: `dvc remote add -d NAME URL` "
+                             "(docs/remote.md)")
+        return name
+
+
+def cached(stages: list[str], remote: str | None) -> set[str]:
+    """The training stages the remote's run cache holds for their present command, params and
+    inputs: trained before (here, in a job, on another machine), so not trained again."""
+    from dvc.repo import Repo
+
+    found = set()
+    with Repo() as repo:
+        try:
+            repo.stage_cache.pull(remote)
+        except Exception:   # a remote without run-cache support: nothing known
+            return found
+        for name in stages:
+            stage = repo.stage.collect(name)[0]
+            try:
+                stage.save_deps()
+            except Exception:   # an input not here yet: the job will make it
+                continue
+            if repo.stage_cache._load(stage):   # DVC has no public lookup of one entry
+                found.add(name)
+    return found

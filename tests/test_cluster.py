@@ -1,0 +1,231 @@
+"""`arithrepro repro --executor`: the training cells as batch jobs (arithrepro/cluster.py).
+
+The local executor runs the path a SLURM cluster takes (submitit's pickled job, its own checkout,
+pull, `dvc repro --single-item --pull`, push of outputs and run cache, collection by `dvc repro
+--pull`) as real processes here, on looped's smoke grid: one job is killed with its whole
+process tree once its run has written a checkpoint, is sent again and resumes, and the collected
+outputs are the smoke run's to the bit. What only a cluster has (sbatch and its parameters) is
+checked against submitit's own mocked SLURM."""
+
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import psutil
+import pytest
+
+from arithrepro import cluster
+from tests.test_kill import CELLS, TARGET, Run, leftovers, outputs
+from tests.workspace import make_clone, ran_stages, sh
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+LOCAL = ("arithrepro", "repro", "--executor", "local")
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory) -> Path:
+    """A workspace with smoke params and a local-directory DVC remote, both committed."""
+    where = tmp_path_factory.mktemp("cluster")
+    ws = make_clone(where / "ws")
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], ws)
+    sh(["dvc", "remote", "add", "-d", "store", str(where / "store")], ws)
+    sh(["git", "add", "-A"], ws)
+    sh(["git", "commit", "-qm", "smoke params, the remote"], ws)
+    return where
+
+
+def _kill_tree(pid: int) -> None:
+    """What a scheduler does to a preempted job: every process of it, at once."""
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=30)
+
+
+def test_a_job_killed_mid_training_is_sent_again_and_the_collection_equals_the_smoke_run(
+        shared, smoke_first_run):
+    ws = shared / "ws"
+    work = ws / ".dvc" / "tmp" / "cluster"
+    run = Run(ws, (*LOCAL, "--retries", "1", TARGET))
+    killed = None
+    end = time.monotonic() + 300
+    while run.proc.poll() is None and killed is None and time.monotonic() < end:
+        for ck in work.glob("checkouts/*/runs/looped/*/checkpoint.pt"):
+            stage = "train-looped@" + ck.parent.name
+            try:
+                job = json.loads((work / "jobs.json").read_text())[stage]["job"]
+            except (FileNotFoundError, ValueError, KeyError):
+                continue
+            _kill_tree(int(job))
+            killed = stage
+            break
+        time.sleep(0.002)
+    assert killed, run.text[-3000:]
+    assert run.wait() == 0, run.text[-3000:]
+    out = run.text
+    assert f"failed    {killed} (job " in out and "sent again" in out, out
+    # the job sent again resumed the run from its checkpoint; each other cell trained once
+    logs = "".join(p.read_text() for p in work.glob("jobs/*_log.*"))
+    assert "resumed at step" in logs, logs[-3000:]
+    assert out.count("(trained, job") == len(CELLS), out
+    # collected: the cells restored from the run cache, the rest run here
+    for cell in CELLS:
+        log = (ws / "logs" / "repro" / f"train-looped-{cell}.log").read_text()
+        assert "is cached - skipping run" in log and "Running stage" not in log, log
+    assert outputs(ws) == outputs(smoke_first_run.saved)
+    assert not leftovers(ws), leftovers(ws)
+    assert not list(work.glob("checkouts/*/")), "a finished cell's checkout was kept"
+    assert "Running stage" not in sh(["dvc", "repro", TARGET], ws)
+    assert "up to date" in sh([*LOCAL, TARGET], ws)
+
+
+def test_a_second_workspace_sends_no_job_for_cells_the_remote_holds(shared, smoke_first_run):
+    """After the test above: a clone of the same commit collects every cell from the remote's
+    run cache; no job is submitted."""
+    if not (shared / "store").is_dir():
+        pytest.skip("needs the jobs of the test above in the remote")
+    ws = shared / "second"
+    sh(["git", "clone", "-q", str(shared / "ws"), str(ws)], shared)
+    out = sh([*LOCAL, TARGET], ws)
+    assert f"{len(CELLS)} already in the remote's run cache" in out, out
+    assert "submitted" not in out, out
+    assert not {f"train-looped@{c}" for c in CELLS} & ran_stages(
+        "".join(p.read_text() for p in (ws / "logs" / "repro").glob("train-*.log")))
+    assert outputs(ws) == outputs(smoke_first_run.saved)
+
+
+def test_without_a_remote_nothing_starts(tmp_path):
+    ws = make_clone(tmp_path / "ws")
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], ws)
+    out = sh([*LOCAL, TARGET], ws, check=False)
+    assert "no default one: `dvc remote add -d NAME URL`" in out, out
+    assert not (ws / "data" / "looped").exists()
+
+
+def test_slurm_options_are_checked_before_anything_runs(tmp_path):
+    for args, said in [(["--slurm", "partition=gpu"], "--slurm is for --executor slurm"),
+                       (["--executor", "slurm", "--slurm", "partition"], "expected KEY=VALUE"),
+                       (["--executor", "local", "--dry"], "--executor with --dry")]:
+        proc = sh(["arithrepro", "repro", *args], tmp_path, check=False)
+        assert said in proc, proc
+
+
+def test_the_sbatch_script_asks_what_the_cells_need(tmp_path):
+    """submitit's mocked SLURM: a job array of two cells, one GPU each, the projection's time
+    limit, the user's partition; a parameter sbatch does not know is refused by name."""
+    from submitit.slurm.test_slurm import mocked_slurm
+
+    with mocked_slurm():
+        ex = cluster.executor("slurm", tmp_path, {"partition": "gpu", "account": "lab"},
+                              threads=4, gpu=True, minutes=cluster.minutes_for(1800))
+        script = ex._make_submission_file_text("python -m x", "uid")
+        jobs = ex.map_array(sorted, [[2, 1], [4, 3]])
+        with pytest.raises(ValueError, match="--slurm: .*partitio"):
+            cluster.executor("slurm", tmp_path, {"partitio": "gpu"}, 1, False, 30)
+    for line in ("--partition=gpu", "--account=lab", "--gpus-per-node=1", "--cpus-per-task=4",
+                 "--time=70", "--ntasks-per-node=1"):
+        assert f"#SBATCH {line}" in script, script
+    assert len(jobs) == 2 and len({j.job_id.split("_")[0] for j in jobs}) == 1   # one array
+
+
+def test_time_limits_follow_the_projection_within_a_day():
+    assert cluster.minutes_for(None) == 24 * 60
+    assert cluster.minutes_for(60) == 30            # set-up dominates a short run
+    assert cluster.minutes_for(3600) == 130
+    assert cluster.minutes_for(10 ** 6) == 24 * 60  # longer runs resume in the next job
+
+
+class FakeJob:
+    """A job that ends after `polls` looks, with a result or without one."""
+
+    ids = iter(range(100, 10 ** 6))
+
+    def __init__(self, tmp: Path, ok: bool, polls: int = 1):
+        self.job_id = str(next(self.ids))
+        self.left, self.ok = polls, ok
+        self.paths = SimpleNamespace(result_pickle=tmp / f"{self.job_id}.pkl",
+                                     stdout=tmp / f"{self.job_id}.out")
+
+    @property
+    def state(self):
+        if self.left:
+            self.left -= 1
+            return "RUNNING"
+        if self.ok:
+            self.paths.result_pickle.touch()
+        return "COMPLETED" if self.ok else "NODE_FAIL"
+
+    def exception(self):
+        return None
+
+    def result(self):
+        return {"restored": [], "seconds": 1.0}
+
+
+def test_follow_sends_a_failed_job_again_then_gives_up_naming_its_log(tmp_path):
+    cells = [cluster.Cell([f"train-x@c-{i}"], [], []) for i in range(3)]
+    plan = {"train-x@c-0": [True], "train-x@c-1": [False, True], "train-x@c-2": [False] * 3}
+    most = []
+
+    def submit(batch):
+        running = sum(1 for line in lines if "submitted" in line) - len(
+            [line for line in lines if "done" in line or "failed" in line or "FAILED" in line])
+        most.append(running + len(batch))
+        return [FakeJob(tmp_path, plan[c.stages[0]].pop(0)) for c in batch]
+
+    lines = []
+    failed = cluster.follow(cells, submit, lines.append, at_once=2, retries=2, poll_s=0)
+    assert failed == ["train-x@c-2"]
+    text = "\n".join(lines)
+    assert text.count("submitted train-x@c-2") == 3 and "(attempt 3)" in text
+    assert "FAILED train-x@c-2" in text and str(tmp_path) in text
+    assert "ended without a result (state NODE_FAIL)" in text
+    assert text.count("done      ") == 2
+    assert max(most) <= 2, most
+
+
+def test_a_job_refuses_code_other_than_its_checkout(tmp_path):
+    (tmp_path / "arithrepro").mkdir()
+    (tmp_path / "arithrepro" / "cluster.py").write_text("# not the installed file\n")
+    with pytest.raises(cluster.CellFailed, match=r"arithrepro/cluster.py \(keep the code"):
+        cluster.same_code(tmp_path)
+
+
+def test_the_snapshot_carries_uncommitted_files_and_deletions(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    (ws / "kept.txt").write_text("a")
+    (ws / "gone.txt").write_text("b")
+    (ws / "edited.txt").write_text("c")
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        sh(["git", *argv], ws, **env)
+    (ws / "edited.txt").write_text("c2")
+    (ws / "gone.txt").unlink()
+    (ws / "new.txt").write_text("d")
+    (ws / "staged.txt").write_text("e")
+    sh(["git", "add", "staged.txt"], ws)
+    source = cluster.snapshot(ws, tmp_path / "work", None)
+    (ws / "edited.txt").write_text("c3")   # an edit after submission reaches no job
+    cluster.prepare(tmp_path / "co", source)
+    co = tmp_path / "co"
+    assert {p.name: p.read_text() for p in co.glob("*.txt")} == \
+        {"kept.txt": "a", "edited.txt": "c2", "new.txt": "d", "staged.txt": "e"}
+    # a later submission's checkout keeps the runs' checkpoints
+    (co / "runs" / "t").mkdir(parents=True)
+    (co / "runs" / "t" / "checkpoint.pt").write_bytes(b"ck")
+    cluster.prepare(co, cluster.snapshot(ws, tmp_path / "work2", None))
+    assert (co / "runs" / "t" / "checkpoint.pt").read_bytes() == b"ck"
+    assert (co / "edited.txt").read_text() == "c3"
+    assert os.listdir(tmp_path).count("co.part") == 0
