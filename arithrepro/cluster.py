@@ -113,7 +113,12 @@ class CellJob(submitit.helpers.Checkpointable):
             began = time.time()
             if cell.pulls:
                 _run(["dvc", "pull", *remote, *cell.pulls], checkout, run_env)
-            out = "".join(_run(argv, checkout, run_env) for argv in cell.argv)
+            argv = cell.argv
+            if len(cell.stages) > 1 and set(cell.stages) <= cached(cell.stages, source.remote,
+                                                                     checkout):
+                # an ensemble an earlier job of this cell trained and pushed: restored
+                argv = [["dvc", "repro", "--single-item", "--pull", s] for s in cell.stages]
+            out = "".join(_run(a, checkout, run_env) for a in argv)
             _run(["dvc", "push", "--run-cache", *remote, *cell.stages], checkout, run_env)
         restored = [s for s in cell.stages if f"Stage '{s}' is cached - skipping run" in out]
         return {"stages": cell.stages, "restored": restored, "seconds": time.time() - began}
@@ -416,13 +421,15 @@ def default_remote(root: Path) -> str | None:
         return name
 
 
-def cached(stages: list[str], remote: str | None) -> set[str]:
+def cached(stages: list[str], remote: str | None, root: Path | None = None) -> set[str]:
     """The training stages the remote's run cache holds for their present command, params and
     inputs: trained before (here, in a job, on another machine), so not trained again."""
     from dvc.repo import Repo
 
+    from arithrepro.checkout import working_dir
+
     found = set()
-    with Repo() as repo:
+    with working_dir(root or Path.cwd()), Repo() as repo:   # DVC finds stages from the cwd
         try:
             repo.stage_cache.pull(remote)
         except Exception:   # a remote without run-cache support: nothing known

@@ -24,7 +24,7 @@ from arithrepro.cpu import schema as cpu_schema
 from arithrepro.device import DEVICES, PRECISIONS, resolve_device, resolve_precision
 from arithrepro.models.registry import MODELS
 from arithrepro.params_reads import recording
-from arithrepro.schema import (Map, ParamsError, boolean, check_schema, choice, did_you_mean,
+from arithrepro.schema import (Map, ParamsError, check_schema, choice, did_you_mean,
                                fail, integer, list_of, number)
 from arithrepro.tasks.registry import TASKS
 
@@ -38,6 +38,23 @@ def _compile_setting(key, value) -> None:
     """false, true, or a torch.compile mode (reduce-overhead: CUDA graphs)."""
     if value is not False and value is not True and value not in ("reduce-overhead", "max-autotune"):
         fail(key, value, "false, true, reduce-overhead or max-autotune")
+
+
+def _graphs_setting(key, value) -> None:
+    """false, true, or auto (on wherever the static step can run: see resolve_graphs)."""
+    if value is not False and value is not True and value != "auto":
+        fail(key, value, "false, true or auto")
+
+
+def resolve_graphs(setting, device: str, precision: str, world: int = 1) -> bool:
+    """Whether the training step runs as CUDA graphs (train/graphs.py). true asks for it on a
+    GPU (and a combination it cannot run is refused); auto takes it wherever it can run: on a
+    GPU, one process, not fp16 (whose gradient scaler reads the device every step)."""
+    if not device.startswith("cuda"):
+        return False
+    if setting == "auto":
+        return world == 1 and precision != "fp16"
+    return bool(setting)
 
 
 def _name(key, value) -> None:
@@ -59,7 +76,7 @@ def schema() -> dict:
         "device": choice(*DEVICES),
         "precision": choice(*PRECISIONS),
         "compile": _compile_setting,
-        "graphs": boolean,
+        "graphs": _graphs_setting,
         "cpu": cpu_schema(),
         "models": {
             name: {

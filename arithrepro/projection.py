@@ -38,13 +38,14 @@ def shapes(params: dict, tasks, keep: Callable = lambda run: True) -> Iterator[S
     `keep` keeps."""
     from arithrepro import bench
     from arithrepro.runs import Placement, build
+    from arithrepro.config import resolve_graphs
     from arithrepro.tasks.registry import TASKS
 
     device, precisions = placement(params)
     for name in tasks:
         task = TASKS[name]
         where = Placement(device, precisions[name], params["compile"],
-                          bool(params["graphs"]) and device.startswith("cuda"))
+                          resolve_graphs(params["graphs"], device, precisions[name]))
         groups = {}
         for run in [*task.runs(params), *(bench.runs(task, params) if task.grid else [])]:
             if keep(run):

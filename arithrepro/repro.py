@@ -389,13 +389,17 @@ def plan(targets: tuple[str, ...] = ()):
         graph = repo.index.graph  # edges: stage -> a stage it depends on
         if targets:
             by_name = {s.addressing: s for s in graph}
-            unknown = [t for t in targets if t not in by_name]
+            # a matrix stage's name stands for all its cells, as `dvc repro` takes it
+            named = {t: [s for a, s in by_name.items() if a == t or a.startswith(f"{t}@")]
+                     for t in targets}
+            unknown = [t for t, found in named.items() if not found]
             if unknown:
                 raise LookupError(f"stage {unknown[0]}: not in dvc.yaml (`dvc stage list` names "
                                  "them; a matrix cell as train-expr@gpt-small-0)")
             wanted = set()
-            for t in targets:
-                wanted |= {by_name[t], *nx.descendants(graph, by_name[t])}
+            for found in named.values():
+                for stage in found:
+                    wanted |= {stage, *nx.descendants(graph, stage)}
             graph = graph.subgraph(wanted)
         stages = [s for s in _upstream_first(graph, repo.index.stages) if s.cmd]
         names = [s.addressing for s in stages]

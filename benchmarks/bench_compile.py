@@ -1,7 +1,8 @@
-"""torch.compile against eager on this device: the training loop's step (fit, through the
-estimate command's clock) for grid cells and charlm models at the cpu profile's batches, eager
-measured in the same run as the reference; with the compile cost (the warm-up steps' extra
-time) and the steps after which compiling has paid for itself."""
+"""torch.compile, and on a GPU the captured static step (`graphs`), against eager on this
+device: the training loop's step (fit, through the estimate command's clock) for grid cells and
+charlm models at the cpu profile's batches, eager measured in the same run as the reference;
+with the compile cost (the warm-up steps' extra time) and the steps after which compiling has
+paid for itself."""
 
 from __future__ import annotations
 
@@ -55,3 +56,9 @@ def bench_compile(params: dict, device: str, warmup: int = 3, timed: int = 10) -
             print(f"  {task} {model}-{size}: eager {1000 * eager:.1f} ms/step, {label} "
                   f"{1000 * compiled:.1f} ms/step = {eager / compiled:.2f}x; compiling costs "
                   f"{cost:.0f} s, {pays}", flush=True)
+        if device.startswith("cuda"):   # the static step captured (params `graphs`, every model)
+            graphs, graphs_warm = _timed(build, replace(cfg, compile=False, graphs=True), warmup,
+                                         timed)
+            print(f"  {task} {model}-{size}: eager {1000 * eager:.1f} ms/step, graphs "
+                  f"{1000 * graphs:.1f} ms/step = {eager / graphs:.2f}x; capture costs "
+                  f"{graphs_warm - eager_warm:.0f} s", flush=True)

@@ -29,6 +29,7 @@ def cells(params: dict, only: str = "") -> list:
 
 def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
                    only: str = "") -> list[dict]:
+    from arithrepro.config import resolve_graphs
     from arithrepro.ensemble import CopiesBatches, Ensemble, padding
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import spec_of
@@ -37,7 +38,8 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
 
     device = resolve_device(params["device"])
     # on a GPU, each step a CUDA graph where the params ask for it
-    where = Placement(device, "fp32", False, bool(params.get("graphs")) and device != "cpu")
+    where = Placement(device, "fp32", False,
+                      resolve_graphs(params.get("graphs", False), device, "fp32"))
     on = f"{torch.get_num_threads()} threads" if device == "cpu" else device
     print(f"\n== {' and '.join(map(str, copies))} runs of one configuration: one after another "
           f"vs together as one ensemble ({on}; s per step of all runs)")

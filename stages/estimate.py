@@ -26,21 +26,26 @@ from arithrepro.stages.common import TaskName, friendly_errors
               help="Timed training steps per run shape.")
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(1),
               help="Untimed steps first (allocation, torch.compile).")
+@click.option("--gpus", type=click.IntRange(min=1), default=None,
+              help="Devices the runs share out (a node's GPUs, or a cluster's at once): the wall "
+                   "time beside the device-hours. Default: this machine's GPUs on a GPU, else 1.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Also write the projections here as JSON.")
 @friendly_errors
 def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, steps: int,
-             warmup: int, json_path: str | None) -> None:
+             warmup: int, gpus: int | None, json_path: str | None) -> None:
     """Time a few training steps of every run shape of each profile on this machine (the
     params' device, precision and compile) and print the projected training time of every run,
-    task and profile: one device, one run at a time. Counts training steps and validation
+    task and profile: one device, one run at a time; then each profile's device-hours, its
+    longest run, and its wall time with the runs shared out over --gpus devices (a node, or a
+    cluster's jobs at once). Counts training steps and validation
     passes; not data generation, evaluation or DVC's own time.
 
     Reads each profile's params, composed from conf/ as `dvc exp run -S profile=<p>` composes
     them; writes nothing but --json.
     """
     from arithrepro import config
-    from arithrepro.estimate import hours
+    from arithrepro.estimate import hours, makespan
     from arithrepro.io import write_json
     from arithrepro.projection import placement, project
     from arithrepro.tasks.registry import TASKS
@@ -54,8 +59,13 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
                 for p in profiles or known}
     params = next(iter(composed.values()))
     device, precisions = placement(params)
+    graphs = config.resolve_graphs(params["graphs"], device, "fp32")
     where = (f"{device}, {_precision_note(precisions)}, "
-             f"{'compiled' if params['compile'] else 'eager'}")
+             f"{'compiled' if params['compile'] else 'CUDA graphs' if graphs else 'eager'}")
+    if gpus is None:
+        from arithrepro.stages.repro import visible_gpus
+
+        gpus = max(1, len(visible_gpus())) if device != "cpu" else 1
     timings: dict = {}
     report, out = [], {}
     for profile, p in composed.items():
@@ -69,14 +79,23 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
                f"steps per run shape; one run at a time on one device; training steps and "
                f"validation passes only (not data generation, evaluation or DVC).\n")
     click.echo("\n".join(report))
-    click.echo("| profile | runs | projected |\n|---|---:|---:|")
+    unit = "GPU" if device != "cpu" else "device"
+    click.echo(f"| profile | runs | {unit}-hours | longest run | on {gpus} {unit}"
+               f"{'s' if gpus > 1 else ''} |\n|---|---:|---:|---:|---:|")
+    walls = {}
     for profile, rows in out.items():
-        click.echo(f"| {profile} | {sum(r['runs'] for r in rows)} | "
-                   f"{hours(sum(r['total_s'] for r in rows))} |")
+        each = [r["run_s"] for r in rows for _ in range(r["runs"])]
+        walls[profile] = makespan(each, gpus)
+        click.echo(f"| {profile} | {len(each)} | {hours(sum(each))} | "
+                   f"{hours(max(each, default=0))} | {hours(walls[profile])} |")
+    if gpus > 1:
+        click.echo(f"\n(the runs dealt to {gpus} {unit}s at once, longest first; data "
+                   "generation, evaluation and the ensembles of `arithrepro repro` not counted)")
     if json_path:
         write_json(json_path, {"device": device, "precision": precisions,
-                               "compile": params["compile"], "warmup": warmup, "steps": steps,
-                               "profiles": out})
+                               "compile": params["compile"], "graphs": graphs,
+                               "warmup": warmup, "steps": steps, "devices": gpus,
+                               "wall_s": walls, "profiles": out})
 
 
 def _table(profile: str, rows: list, hours) -> str:

@@ -12,9 +12,10 @@ from arithrepro.stages.common import friendly_errors, params_option
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Stages at once (default: one per core on a CPU, 1 on a GPU); the cores are "
                    "shared out as torch threads.")
-@click.option("--ensemble", is_flag=True,
+@click.option("--ensemble/--no-ensemble", default=None,
               help="Train the pending seeds of each configuration as one ensemble per process "
-                   "(the form that pays on a GPU; on a CPU it breaks even).")
+                   "(2-4x on a GPU, break-even on a CPU). Default: on where the stages train on "
+                   "a GPU (not with --pull, nor in fp16), off on a CPU.")
 @click.option("--dry", is_flag=True,
               help="Say which stages would run, in the order they would start, and run none.")
 @click.option("--pull", is_flag=True,
@@ -45,7 +46,7 @@ from arithrepro.stages.common import friendly_errors, params_option
                    "resumes from its checkpoint).")
 @click.argument("targets", nargs=-1)
 @friendly_errors
-def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool, pull: bool,
+def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, pull: bool,
           max_hours: float, yes: bool, per_gpu: int, process_per_stage: bool,
           executor: str | None, slurm_options: tuple[str, ...], retries: int,
           targets: tuple[str, ...]) -> None:
@@ -82,6 +83,9 @@ def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool, pull: b
     gpus = visible_gpus() if here != "cpu" else []
     # a job's device: the params' (auto: a GPU on a cluster, whatever the submitting node has)
     gpu_jobs = bool(params) and params["device"] != "cpu" and executor == "slurm"
+    if ensemble is None:
+        jobs_on = ("cuda" if gpu_jobs else "cpu") if executor == "slurm" else here
+        ensemble = bool(params) and ensemble_default(params, jobs_on, pull)
     # this machine's projection sets the jobs' time limits only where it is the jobs' kind
     like_here = executor != "slurm" or gpu_jobs == (here != "cpu")
     try:
@@ -96,6 +100,19 @@ def repro(params_path: str, jobs: int | None, ensemble: bool, dry: bool, pull: b
     except LookupError as err:    # a target dvc.yaml lacks: the command line is wrong
         raise click.UsageError(str(err)) from None
     sys.exit(code)
+
+
+def ensemble_default(params: dict, device: str, pull: bool) -> bool:
+    """A configuration's pending seeds as one ensemble where the stages train on a GPU (2-4x,
+    docs/benchmarks.md), but not with --pull (each seed is restored on its own) nor where a task
+    trains in fp16 (an ensemble cannot: arithrepro/train/modes.py); auto precision is fp16 on a
+    GPU without bf16 only."""
+    import torch
+
+    if pull or device == "cpu" or params["precision"] == "fp16":
+        return False
+    return not (params["precision"] == "auto" and torch.cuda.is_available()
+                and not torch.cuda.is_bf16_supported())
 
 
 def _options(pairs: tuple[str, ...], executor: str | None) -> dict[str, str]:

@@ -48,7 +48,7 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     device, precision = config.placement(params, task)
     rank, world, device = _join_world(device)
     where = runs.Placement(device, precision, params["compile"],
-                           bool(params["graphs"]) and device.startswith("cuda"))
+                           config.resolve_graphs(params["graphs"], device, precision, world))
     summaries = runner.train(t, todo, params, where, rank)
     if world > 1:
         torch.distributed.destroy_process_group()

@@ -136,3 +136,25 @@ def test_grid_cells_are_timed_with_their_own_loop_config(smoke_params):
     batches = TASKS["abacus"].sample_batches(params, 0, "cpu")
     assert isinstance(batches, StreamBatches)
     assert batches.steps == params["abacus"]["train"]["steps"]
+
+
+def test_the_wall_time_on_several_devices_deals_the_longest_runs_first():
+    from arithrepro.estimate import makespan
+
+    assert makespan([5, 4, 3, 3, 3], 1) == 18
+    assert makespan([5, 4, 3, 3, 3], 2) == 10          # 5+3+... LPT: {5,3}, {4,3,3}
+    assert makespan([9, 1, 1], 4) == 9                 # bound by the longest run
+    assert makespan([], 3) == 0
+
+
+def test_estimate_gives_device_hours_and_the_wall_on_a_node(tmp_path):
+    out = tmp_path / "estimate.json"
+    result = CliRunner().invoke(estimate_command, [
+        "--conf", str(ROOT / "conf"), "--profile", "smoke", "--task", "looped", "--steps", "1",
+        "--warmup", "1", "--gpus", "4", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "| profile | runs | device-hours | longest run | on 4 devices |" in result.output
+    made = json.loads(out.read_text())
+    runs = [r["run_s"] for r in made["profiles"]["smoke"] for _ in range(r["runs"])]
+    assert made["devices"] == 4 and len(runs) == 6
+    assert max(runs) <= made["wall_s"]["smoke"] < sum(runs)

@@ -159,3 +159,24 @@ def test_dvcs_cells_are_the_tasks_runs(tmp_path, profile):
                      for spec in bench.runs(task, params)])
     assert cells == runs
     assert len(set(cells)) == len(cells)
+
+
+def test_on_a_gpu_the_paper_profile_captures_steps_and_trains_seeds_together(tmp_path):
+    """The fast forms are the GPU's defaults: `graphs: auto` in the paper profile (the cpu
+    profile's params, and so its cells, unchanged) and `arithrepro repro` ensembles a
+    configuration's seeds where its stages train on a GPU."""
+    from arithrepro.config import resolve_graphs
+    from arithrepro.stages.repro import ensemble_default
+
+    paper, cpu = (composed(tmp_path, f"profile={p}") for p in ("paper", "cpu"))
+    assert paper["graphs"] == "auto" and cpu["graphs"] is False
+    assert resolve_graphs("auto", "cuda", "bf16") and resolve_graphs("auto", "cuda", "fp32")
+    assert not resolve_graphs("auto", "cpu", "fp32")
+    assert not resolve_graphs("auto", "cuda", "fp16")               # its scaler reads the device
+    assert not resolve_graphs("auto", "cuda", "fp32", world=2)      # DDP: not captured
+    assert resolve_graphs(True, "cuda", "fp16")   # asked for: the loop refuses it in one line
+    assert not resolve_graphs(True, "cpu", "fp32")
+    assert ensemble_default(paper, "cuda", pull=False)
+    assert not ensemble_default(paper, "cpu", pull=False)
+    assert not ensemble_default(paper, "cuda", pull=True)
+    assert not ensemble_default({**paper, "precision": "fp16"}, "cuda", pull=False)
