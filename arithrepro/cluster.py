@@ -200,6 +200,8 @@ def executor(kind: str, folder: Path, options: dict[str, str], threads: int, gpu
     for key, value in options.items():
         key = "time" if key == "timeout_min" else key
         wanted[key] = _value(value)
+    if not wanted.get("gpus_per_node"):   # gpus_per_node=0: a CPU job asks for no GPU line
+        wanted.pop("gpus_per_node", None)
     try:
         ex.update_parameters(**wanted)
     except ValueError as err:   # submitit names the parameters it does not know
@@ -208,6 +210,15 @@ def executor(kind: str, folder: Path, options: dict[str, str], threads: int, gpu
 
 
 def _value(text: str):
+    """A --slurm value as submitit takes it: a number, JSON for a list or a mapping (setup,
+    additional_parameters), else the text."""
+    import json
+
+    if text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise ValueError(f"--slurm: {text}: not valid JSON") from None
     for kind in (int, float):
         try:
             return kind(text)
@@ -234,7 +245,7 @@ class Tracked:
 
 def follow(cells: list[Cell], submit, echo=print, at_once: int | None = None,
            retries: int = RETRIES, poll_s: float = 2.0, on_done=None,
-           record=None) -> list[str]:
+           record=None, grace_s: float = 15.0) -> list[str]:
     """Submit `cells` (`submit(list of cells) -> jobs`, all at once or `at_once` at a time) and
     follow them: a state change gets one line, a job that ends without its result is sent
     again (it resumes from its checkpoint) up to `retries` times, then named as failed with its
@@ -267,7 +278,7 @@ def follow(cells: list[Cell], submit, echo=print, at_once: int | None = None,
             if state not in ENDED:
                 continue
             live.remove(t)
-            why = _outcome(t.job)
+            why = _outcome(t.job, grace_s)
             if why is None:
                 done += 1
                 result = t.job.result()
@@ -290,8 +301,12 @@ def follow(cells: list[Cell], submit, echo=print, at_once: int | None = None,
     return failed
 
 
-def _outcome(job) -> str | None:
-    """None for a job that returned its result; else why not, in one line."""
+def _outcome(job, grace_s: float) -> str | None:
+    """None for a job that returned its result; else why not, in one line. A shared filesystem
+    may show a finished job's result late: it has `grace_s` to appear."""
+    end = time.monotonic() + grace_s
+    while not job.paths.result_pickle.exists() and time.monotonic() < end:
+        time.sleep(1)
     if not job.paths.result_pickle.exists():
         return f"ended without a result (state {job.state})"
     error = job.exception()
@@ -309,15 +324,33 @@ def _clock(seconds: float) -> str:
     return clock(seconds)
 
 
-def reproduce_on(kind: str, targets: tuple[str, ...], ensemble: bool, run_here, echo=print,
-                 cpu: dict | None = None, options: dict[str, str] | None = None,
-                 gpu: bool = False, at_once: int | None = None, retries: int = RETRIES,
-                 projected=None, workdir: Path | None = None, poll_s: float = 5.0) -> int:
-    """The pipeline with its pending training cells as `kind` jobs; the exit status.
-    `run_here(targets, pull)` runs stages in this workspace (`arithrepro repro`'s own way):
-    first what the cells need, then, once every cell is in the remote, the whole plan with
-    `pull` (the cells restored, the reports run). `projected(training stages)`: their
-    projected seconds, for the jobs' time limits."""
+def reproduce(kind: str, targets: tuple[str, ...] = (), ensemble: bool = False, echo=print,
+              cpu: dict | None = None, options: dict[str, str] | None = None, gpu: bool = False,
+              at_once: int | None = None, retries: int = RETRIES, projected=None,
+              workers_in_process: bool = True, workdir: Path | None = None,
+              poll_s: float = 5.0) -> int:
+    """`arithrepro repro --executor KIND`: the pipeline (or `targets` and what they need) with
+    its pending training cells as `kind` jobs (`options`: slurm parameters; `gpu`: a GPU per
+    job; `retries`: the times a job is sent again), the rest run here as `arithrepro repro`
+    runs it (`at_once` stages, also the local jobs at once); the exit status.
+    `projected(training stages)`: their projected seconds, for the jobs' time limits."""
+    from dvc.repo import Repo
+
+    from arithrepro.repro import _reproduce, holding
+
+    def here(stages: tuple[str, ...], restore: bool) -> int:
+        return _reproduce(at_once, False, stages, echo, workers_in_process, cpu, pull=restore)
+
+    with holding(Path(Repo.find_root()), echo):
+        return _on(kind, targets, ensemble, here, echo, cpu, options, gpu, at_once, retries,
+                   projected, workdir, poll_s)
+
+
+def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, retries, projected,
+        workdir, poll_s) -> int:
+    """`run_here(targets, pull)` runs stages in this workspace: first what the cells need, then,
+    once every cell is in the remote, the whole plan with `pull` (the cells restored, the
+    reports run)."""
     import json
 
     from dvc.repo import Repo
@@ -327,6 +360,19 @@ def reproduce_on(kind: str, targets: tuple[str, ...], ensemble: bool, run_here, 
 
     root = Path(Repo.find_root())
     remote = default_remote(root)
+    workdir = Path(workdir or root / ".dvc" / "tmp" / "cluster")
+    workers, threads, _ = slots(cpu, at_once)
+    if options and "cpus_per_task" in options:
+        threads = _value(options["cpus_per_task"])
+        if not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"--slurm cpus_per_task={options['cpus_per_task']}: expected a "
+                             "whole number >= 1")
+    env = thread_env(cpu, threads)
+    try:   # the options and the scheduler checked before anything runs
+        executor(kind, workdir / "jobs", options or {}, threads, gpu, 30)
+    except RuntimeError as err:   # submitit's: no srun here
+        raise ValueError(f"--executor {kind}: {err} (submit from a login node of the "
+                         "cluster)") from None
     names, upstream, pending, cmds = plan(targets)
     jobs = order_jobs(names, upstream, pending, cmds if ensemble else None)
     cells_jobs = [j for j in jobs if run_of(cmds[j.stages[0]])]
@@ -346,15 +392,11 @@ def reproduce_on(kind: str, targets: tuple[str, ...], ensemble: bool, run_here, 
         _dvc(["push", *(["--remote", remote] if remote else []), *sorted(needs)], root)
     seconds = projected({s: run_of(cmds[s]) for j in todo for s in j.stages}) \
         if projected and todo else {}
-    workdir = Path(workdir or root / ".dvc" / "tmp" / "cluster")
     workdir.mkdir(parents=True, exist_ok=True)
     source = snapshot(root, workdir, remote)
     cells = [Cell(j.stages, _argv(j.stages, cmds, len(j.stages) > 1),
                   sorted({u for s in j.stages for u in upstream[s]} - set(j.stages)),
                   sum(seconds.get(s, 0) for s in j.stages) or None) for j in todo]
-    workers, threads, _ = slots(cpu, at_once)
-    threads = int(options.get("cpus_per_task", threads)) if options else threads
-    env = thread_env(cpu, threads)
     job = CellJob()
 
     def submit(batch: list[Cell]):
@@ -390,10 +432,10 @@ def reproduce_on(kind: str, targets: tuple[str, ...], ensemble: bool, run_here, 
     return run_here(targets, True)
 
 
-def _argv(stages: list[str], cmds: dict[str, str], together: bool) -> list[list[str]]:
+def _argv(stages: list[str], cmds: dict[str, str], ensemble: bool) -> list[list[str]]:
     from arithrepro.repro import _commands
 
-    if together:
+    if ensemble:
         return _commands(stages, cmds)
     return [["dvc", "repro", "--single-item", "--pull", stages[0]]]
 

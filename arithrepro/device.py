@@ -11,6 +11,7 @@ precision only.
 from __future__ import annotations
 
 import contextlib
+import os
 
 from arithrepro.schema import ParamsError
 
@@ -62,3 +63,15 @@ def to_device(device, *tensors):
     if device.type != "cuda":
         return tuple(t.to(device) for t in tensors)
     return tuple(t.pin_memory().to(device, non_blocking=True) for t in tensors)
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs the stages may use, by CUDA id: ARITHREPRO_GPUS where set (a comma-separated
+    list: some of the machine's, for this run only), else CUDA_VISIBLE_DEVICES's list, else
+    every device torch counts."""
+    for name in ("ARITHREPRO_GPUS", "CUDA_VISIBLE_DEVICES"):
+        if os.environ.get(name, "").strip():
+            return [g.strip() for g in os.environ[name].split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]

@@ -253,9 +253,7 @@ class _Chain:
 def reproduce(jobs_wanted: int | None, ensemble: bool, targets: tuple[str, ...] = (),
               echo=print, workers_in_process: bool = True, cpu: dict | None = None,
               dry: bool = False, pull: bool = False, projected=None, check=None,
-              gpus: list[str] | None = None, per_gpu: int = 1, executor: str | None = None,
-              options: dict[str, str] | None = None, retries: int = 2,
-              gpu_jobs: bool = False) -> int:
+              gpus: list[str] | None = None, per_gpu: int = 1) -> int:
     """Plan from DVC's graph and status, run, and return the exit status. `targets`: those
     stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline. dry: say
     what would run, in order, and run nothing. pull: each stage restored from the DVC remote
@@ -265,21 +263,10 @@ def reproduce(jobs_wanted: int | None, ensemble: bool, targets: tuple[str, ...] 
     refuse a plan (it raises), returning the projected seconds it found, for the time left.
     gpus: the GPUs the stages may use (their CUDA ids): each job slot sees one of them only,
     `per_gpu` slots to a GPU unless `jobs_wanted` sets the slots (then dealt round the GPUs).
-    executor: "slurm" or "local", to train the pending cells as jobs of a batch system
-    (arithrepro/cluster.py; `options`, its slurm parameters; `retries`, the times a job is sent
-    again; `gpu_jobs`, one GPU per job), the rest here."""
+    The training cells as batch jobs instead: arithrepro/cluster.py."""
     from dvc.repo import Repo
 
     with holding(Path(Repo.find_root()), echo):
-        if executor:
-            from arithrepro.cluster import reproduce_on
-
-            def here(stages: tuple[str, ...], restore: bool) -> int:
-                return _reproduce(jobs_wanted, False, stages, echo, workers_in_process, cpu,
-                                  pull=restore)
-
-            return reproduce_on(executor, targets, ensemble, here, echo, cpu, options,
-                                gpu_jobs, jobs_wanted, retries, projected)
         return _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry,
                           pull, projected, check, gpus, per_gpu)
 

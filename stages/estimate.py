@@ -63,7 +63,7 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
     where = (f"{device}, {_precision_note(precisions)}, "
              f"{'compiled' if params['compile'] else 'CUDA graphs' if graphs else 'eager'}")
     if gpus is None:
-        from arithrepro.stages.repro import visible_gpus
+        from arithrepro.device import visible_gpus
 
         gpus = max(1, len(visible_gpus())) if device != "cpu" else 1
     timings: dict = {}

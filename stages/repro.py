@@ -63,6 +63,7 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
     import sys
 
     from arithrepro import config
+    from arithrepro.device import visible_gpus
     from arithrepro.repro import reproduce
 
     from dvc.exceptions import DvcException
@@ -89,12 +90,20 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
     # this machine's projection sets the jobs' time limits only where it is the jobs' kind
     like_here = executor != "slurm" or gpu_jobs == (here != "cpu")
     try:
-        code = reproduce(jobs, ensemble, targets, workers_in_process=not process_per_stage,
-                         cpu=params["cpu"] if params else None, dry=dry, pull=pull,
-                         projected=_projected(params) if params and like_here else None,
-                         check=None if yes or not params or executor else _check(params, max_hours),
-                         gpus=gpus, per_gpu=per_gpu, executor=executor, options=options,
-                         retries=retries, gpu_jobs=gpu_jobs)
+        if executor:
+            from arithrepro import cluster
+
+            code = cluster.reproduce(
+                executor, targets, ensemble, cpu=params["cpu"] if params else None,
+                options=options, gpu=gpu_jobs, at_once=jobs, retries=retries,
+                projected=_projected(params) if params and like_here else None,
+                workers_in_process=not process_per_stage)
+        else:
+            code = reproduce(jobs, ensemble, targets, workers_in_process=not process_per_stage,
+                             cpu=params["cpu"] if params else None, dry=dry, pull=pull,
+                             projected=_projected(params) if params else None,
+                             check=None if yes or not params else _check(params, max_hours),
+                             gpus=gpus, per_gpu=per_gpu)
     except DvcException as err:   # a broken dvc.yaml, a held lock: DVC's own one line
         raise ValueError(f"dvc: {err}") from None
     except LookupError as err:    # a target dvc.yaml lacks: the command line is wrong
@@ -169,17 +178,3 @@ def _check(params: dict, max_hours: float):
         return seconds
 
     return check
-
-
-def visible_gpus() -> list[str]:
-    """The GPUs the stages may use, by CUDA id: ARITHREPRO_GPUS where set (a comma-separated
-    list: some of the machine's, for this run only), else CUDA_VISIBLE_DEVICES's list, else
-    every device torch counts."""
-    import os
-
-    for name in ("ARITHREPRO_GPUS", "CUDA_VISIBLE_DEVICES"):
-        if os.environ.get(name, "").strip():
-            return [g.strip() for g in os.environ[name].split(",") if g.strip()]
-    import torch
-
-    return [str(i) for i in range(torch.cuda.device_count())]

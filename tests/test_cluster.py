@@ -19,11 +19,11 @@ import psutil
 import pytest
 
 from arithrepro import cluster
-from tests.test_kill import CELLS, TARGET, Run, leftovers, outputs
-from tests.workspace import make_clone, ran_stages, sh
+from tests.workspace import CELLS, TARGET, Run, leftovers, make_clone, outputs, sh
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-LOCAL = ("arithrepro", "repro", "--executor", "local")
+# one job at a time: the fault tests beside this file time their kills
+LOCAL = ("arithrepro", "repro", "--executor", "local", "-j", "1")
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,8 @@ def shared(tmp_path_factory) -> Path:
     """A workspace with smoke params and a local-directory DVC remote, both committed."""
     where = tmp_path_factory.mktemp("cluster")
     ws = make_clone(where / "ws")
-    sh(["arithrepro", "compose-params", "-S", "profile=smoke"], ws)
+    # one thread per stage, as the smoke run trained, with one stage or job at a time (-j 1)
+    sh(["arithrepro", "compose-params", "-S", "profile=smoke", "-S", "cpu.threads=1"], ws)
     sh(["dvc", "remote", "add", "-d", "store", str(where / "store")], ws)
     sh(["git", "add", "-A"], ws)
     sh(["git", "commit", "-qm", "smoke params, the remote"], ws)
@@ -80,8 +81,8 @@ def test_a_job_killed_mid_training_is_sent_again_and_the_collection_equals_the_s
     assert out.count("(trained, job") == len(CELLS), out
     # collected: the cells restored from the run cache, the rest run here
     for cell in CELLS:
-        log = (ws / "logs" / "repro" / f"train-looped-{cell}.log").read_text()
-        assert "is cached - skipping run" in log and "Running stage" not in log, log
+        assert f"Stage 'train-looped@{cell}' is cached - skipping run" in out, out
+    assert "Running stage 'train-looped@" not in out, out
     assert outputs(ws) == outputs(smoke_first_run.saved)
     assert not leftovers(ws), leftovers(ws)
     assert not list(work.glob("checkouts/*/")), "a finished cell's checkout was kept"
@@ -99,8 +100,7 @@ def test_a_second_workspace_sends_no_job_for_cells_the_remote_holds(shared, smok
     out = sh([*LOCAL, TARGET], ws)
     assert f"{len(CELLS)} already in the remote's run cache" in out, out
     assert "submitted" not in out, out
-    assert not {f"train-looped@{c}" for c in CELLS} & ran_stages(
-        "".join(p.read_text() for p in (ws / "logs" / "repro").glob("train-*.log")))
+    assert "Running stage 'train-looped@" not in out, out
     assert outputs(ws) == outputs(smoke_first_run.saved)
 
 
@@ -133,6 +133,14 @@ def test_without_a_remote_nothing_starts(tmp_path):
 
 
 def test_slurm_options_are_checked_before_anything_runs(tmp_path):
+    ws = make_clone(tmp_path / "ws")
+    sh(["dvc", "remote", "add", "-d", "store", str(tmp_path / "store")], ws)
+    for args, said in [(["--executor", "slurm"], 'Could not detect "srun"'),
+                       (["--executor", "slurm", "--slurm", "cpus_per_task=two"],
+                        "cpus_per_task=two: expected a whole number")]:
+        out = sh(["arithrepro", "repro", *args, TARGET], ws, check=False)
+        assert said in out and out.count("\n") <= 2, out      # one line
+        assert not (ws / "data" / "looped").exists()
     for args, said in [(["--slurm", "partition=gpu"], "--slurm is for --executor slurm"),
                        (["--executor", "slurm", "--slurm", "partition"], "expected KEY=VALUE"),
                        (["--executor", "local", "--dry"], "--executor with --dry")]:
@@ -146,15 +154,19 @@ def test_the_sbatch_script_asks_what_the_cells_need(tmp_path):
     from submitit.slurm.test_slurm import mocked_slurm
 
     with mocked_slurm():
-        ex = cluster.executor("slurm", tmp_path, {"partition": "gpu", "account": "lab"},
+        ex = cluster.executor("slurm", tmp_path, {"partition": "gpu", "account": "lab",
+                                                  "setup": '["module load cuda"]'},
                               threads=4, gpu=True, minutes=cluster.minutes_for(1800))
         script = ex._make_submission_file_text("python -m x", "uid")
+        cpu_job = cluster.executor("slurm", tmp_path, {"gpus_per_node": "0"}, 1, True, 30)
+        assert "--gpus-per-node" not in cpu_job._make_submission_file_text("x", "uid")
         jobs = ex.map_array(sorted, [[2, 1], [4, 3]])
         with pytest.raises(ValueError, match="--slurm: .*partitio"):
             cluster.executor("slurm", tmp_path, {"partitio": "gpu"}, 1, False, 30)
     for line in ("--partition=gpu", "--account=lab", "--gpus-per-node=1", "--cpus-per-task=4",
                  "--time=70", "--ntasks-per-node=1"):
         assert f"#SBATCH {line}" in script, script
+    assert "\nmodule load cuda\n" in script, script
     assert len(jobs) == 2 and len({j.job_id.split("_")[0] for j in jobs}) == 1   # one array
 
 
@@ -204,7 +216,8 @@ def test_follow_sends_a_failed_job_again_then_gives_up_naming_its_log(tmp_path):
         return [FakeJob(tmp_path, plan[c.stages[0]].pop(0)) for c in batch]
 
     lines = []
-    failed = cluster.follow(cells, submit, lines.append, at_once=2, retries=2, poll_s=0)
+    failed = cluster.follow(cells, submit, lines.append, at_once=2, retries=2, poll_s=0,
+                            grace_s=0)
     assert failed == ["train-x@c-2"]
     text = "\n".join(lines)
     assert text.count("submitted train-x@c-2") == 3 and "(attempt 3)" in text

@@ -7,97 +7,20 @@ no half-written file, and ends with the outputs the uninterrupted run (the sessi
 tests/workspace.py) wrote."""
 
 import json
-import os
 import random
 import re
 import shutil
-import signal
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.workspace import make_clone, queue_workers, ran_stages, sh
+from tests.workspace import (CELLS, ENV, TARGET, Run, leftovers, make_clone, outputs,
+                             queue_workers, ran_stages, sh)
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-
-TARGET = "render-figures-looped"
-CELLS = ["standard-notebook-0", "looped-notebook-0"]
-ENV = {**os.environ, "DVC_NO_ANALYTICS": "1", "OMP_NUM_THREADS": "1",
-       "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-# what a run's records may hold that differs from run to run: how long it took, where
-VOLATILE = re.compile(r"seconds|per_s|provenance|time|host|date")
-
-
-def outputs(root: Path) -> dict:
-    """What looped's stages wrote, as comparable values: the evaluation series and the report
-    table byte for byte, the records without their timings."""
-    out = {}
-    for cell in CELLS:
-        out[f"eval/{cell}"] = (root / f"plots/looped/eval/{cell}.csv").read_text()
-        record = json.loads((root / f"metrics/looped/runs/{cell}.json").read_text())
-        out[f"record/{cell}"] = {k: v for k, v in record.items() if not VOLATILE.search(k)}
-    out["table"] = steady((root / "metrics/looped.md").read_text())
-    return out
-
-
-def steady(markdown: str) -> str:
-    """A report's tables with their timing columns blanked."""
-    lines, blank = [], set()
-    for line in markdown.splitlines():
-        cells = line.split("|")
-        if line.startswith("| model"):
-            blank = {i for i, c in enumerate(cells) if VOLATILE.search(c)}
-        elif not line.startswith("|"):
-            blank = set()
-        lines.append("|".join("" if i in blank else c for i, c in enumerate(cells)))
-    return "\n".join(lines)
-
-
-class Run:
-    """`dvc repro TARGET` in its own process group, its output read line by line."""
-
-    def __init__(self, cwd: Path, args=("dvc", "repro", TARGET)):
-        self.proc = subprocess.Popen(list(args), cwd=cwd, env=ENV, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
-        self.lines: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    @property
-    def text(self) -> str:
-        return "".join(self.lines)
-
-    def kill(self) -> None:
-        """SIGKILL to the whole process group; returns once the system has reaped every one
-        of them (a killed process stays in the process table until then, where DVC's lock
-        check would take it for a live one)."""
-        group = [self.proc.pid]
-        try:
-            group += [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)]
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, psutil.NoSuchProcess):
-            pass
-        self.proc.wait()
-        self.reader.join(timeout=10)
-        end = time.monotonic() + 60
-        while any(psutil.pid_exists(pid) for pid in group) and time.monotonic() < end:
-            time.sleep(0.05)
-
-    def wait(self) -> int:
-        code = self.proc.wait(timeout=600)
-        self.reader.join(timeout=10)
-        return code
-
 
 def started(prefix: str, after: float = 0.0):
     """Kill `after` seconds once the run has started a stage whose name starts with `prefix`."""
@@ -140,13 +63,6 @@ POINTS = [
 ]
 STAGES = {"code-deps", "generate-looped", TARGET,
           *(f"{kind}-looped@{c}" for kind in ("train", "evaluate") for c in CELLS)}
-
-
-def leftovers(ws: Path) -> list[str]:
-    """Half-written files: the temporary files of writes cut short, outside DVC's and git's own
-    folders."""
-    return [str(p.relative_to(ws)) for p in ws.rglob("*.tmp")
-            if p.relative_to(ws).parts[0] not in (".dvc", ".git")]
 
 
 # DVC rewrites .dvc/tmp/rwlock in place: a DVC process killed while writing it leaves it cut

@@ -4,10 +4,15 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,11 +96,91 @@ def first_smoke_run(root: Path) -> FirstRun:
 def queue_workers(path: Path) -> list:
     """The DVC experiment queue's worker processes for the repository at `path`, and every
     process they run (psutil.Process objects)."""
-    import psutil
-
     found = []
     for proc in psutil.process_iter(["cmdline", "cwd"]):
         cmd = " ".join(proc.info["cmdline"] or [])
         if "queue-worker" in cmd and str(path) in (proc.info["cwd"] or "") + cmd:
             found += [proc, *proc.children(recursive=True)]
     return found
+
+
+# looped's smoke grid: the stages the fault tests kill and compare
+TARGET = "render-figures-looped"
+CELLS = ["standard-notebook-0", "looped-notebook-0"]
+ENV = {**os.environ, "DVC_NO_ANALYTICS": "1", "OMP_NUM_THREADS": "1",
+       "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+# what a run's records may hold that differs from run to run: how long it took, where
+VOLATILE = re.compile(r"seconds|per_s|provenance|time|host|date")
+
+
+def outputs(root: Path) -> dict:
+    """What looped's stages wrote, as comparable values: the evaluation series and the report
+    table byte for byte, the records without their timings."""
+    out = {}
+    for cell in CELLS:
+        out[f"eval/{cell}"] = (root / f"plots/looped/eval/{cell}.csv").read_text()
+        record = json.loads((root / f"metrics/looped/runs/{cell}.json").read_text())
+        out[f"record/{cell}"] = {k: v for k, v in record.items() if not VOLATILE.search(k)}
+    out["table"] = steady((root / "metrics/looped.md").read_text())
+    return out
+
+
+def steady(markdown: str) -> str:
+    """A report's tables with their timing columns blanked."""
+    lines, blank = [], set()
+    for line in markdown.splitlines():
+        cells = line.split("|")
+        if line.startswith("| model"):
+            blank = {i for i, c in enumerate(cells) if VOLATILE.search(c)}
+        elif not line.startswith("|"):
+            blank = set()
+        lines.append("|".join("" if i in blank else c for i, c in enumerate(cells)))
+    return "\n".join(lines)
+
+
+class Run:
+    """`dvc repro TARGET` in its own process group, its output read line by line."""
+
+    def __init__(self, cwd: Path, args=("dvc", "repro", TARGET)):
+        self.proc = subprocess.Popen(list(args), cwd=cwd, env=ENV, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def kill(self) -> None:
+        """SIGKILL to the whole process group; returns once the system has reaped every one
+        of them (a killed process stays in the process table until then, where DVC's lock
+        check would take it for a live one)."""
+        group = [self.proc.pid]
+        try:
+            group += [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)]
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+        self.proc.wait()
+        self.reader.join(timeout=10)
+        end = time.monotonic() + 60
+        while any(psutil.pid_exists(pid) for pid in group) and time.monotonic() < end:
+            time.sleep(0.05)
+
+    def wait(self) -> int:
+        code = self.proc.wait(timeout=600)
+        self.reader.join(timeout=10)
+        return code
+
+
+def leftovers(ws: Path) -> list[str]:
+    """Half-written files: the temporary files of writes cut short, outside DVC's and git's own
+    folders."""
+    return [str(p.relative_to(ws)) for p in ws.rglob("*.tmp")
+            if p.relative_to(ws).parts[0] not in (".dvc", ".git")]
