@@ -361,7 +361,10 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
     root = Path(Repo.find_root())
     remote = default_remote(root)
     workdir = Path(workdir or root / ".dvc" / "tmp" / "cluster")
-    workers, threads, _ = slots(cpu, at_once)
+    workers, threads, _ = slots(cpu, at_once)   # local jobs share this machine's cores
+    if kind == "slurm":   # a node's cores are the scheduler's to give: the params' count, or 1
+        fixed = (cpu or {}).get("threads")
+        threads = fixed if isinstance(fixed, int) else 1
     if options and "cpus_per_task" in options:
         threads = _value(options["cpus_per_task"])
         if not isinstance(threads, int) or threads < 1:
@@ -400,18 +403,29 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
     job = CellJob()
 
     def submit(batch: list[Cell]):
+        """The batch's jobs, in its order: one array per stage family (SLURM: one sbatch with
+        --array), whose time limit is its longest cell's."""
         from arithrepro.checkout import working_dir
 
-        longest = max((c.seconds or 0 for c in batch), default=0) or None
-        ex = executor(kind, workdir / "jobs", options or {}, threads, gpu, minutes_for(longest))
-        # a job starts where it was submitted from, and Python imports from there first: from
-        # the work folder, a job imports the installed arithrepro, not a checkout's copy
-        with working_dir(workdir):
-            if len(batch) == 1:
-                return [ex.submit(job, batch[0], source, str(workdir), env)]
-            # one array for the batch (SLURM: one sbatch, --array)
-            return ex.map_array(job, batch, [source] * len(batch), [str(workdir)] * len(batch),
-                                [env] * len(batch))
+        families: dict[str, list[Cell]] = {}
+        for cell in batch:
+            families.setdefault(cell.stages[0].split("@")[0], []).append(cell)
+        made = {}
+        for group in families.values():
+            longest = max((c.seconds or 0 for c in group), default=0) or None
+            ex = executor(kind, workdir / "jobs", options or {}, threads, gpu,
+                          minutes_for(longest))
+            # a job starts where it was submitted from, and Python imports from there first:
+            # from the work folder, a job imports the installed arithrepro, not a checkout's copy
+            with working_dir(workdir):
+                if len(group) == 1:
+                    jobs_made = [ex.submit(job, group[0], source, str(workdir), env)]
+                else:
+                    n = len(group)
+                    jobs_made = ex.map_array(job, group, [source] * n, [str(workdir)] * n,
+                                             [env] * n)
+            made.update({id(c): j for c, j in zip(group, jobs_made)})
+        return [made[id(c)] for c in batch]
 
     def record(live):
         write_text(workdir / "jobs.json", json.dumps(
