@@ -400,32 +400,7 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
     cells = [Cell(j.stages, _argv(j.stages, cmds, len(j.stages) > 1),
                   sorted({u for s in j.stages for u in upstream[s]} - set(j.stages)),
                   sum(seconds.get(s, 0) for s in j.stages) or None) for j in todo]
-    job = CellJob()
-
-    def submit(batch: list[Cell]):
-        """The batch's jobs, in its order: one array per stage family (SLURM: one sbatch with
-        --array), whose time limit is its longest cell's."""
-        from arithrepro.checkout import working_dir
-
-        families: dict[str, list[Cell]] = {}
-        for cell in batch:
-            families.setdefault(cell.stages[0].split("@")[0], []).append(cell)
-        made = {}
-        for group in families.values():
-            longest = max((c.seconds or 0 for c in group), default=0) or None
-            ex = executor(kind, workdir / "jobs", options or {}, threads, gpu,
-                          minutes_for(longest))
-            # a job starts where it was submitted from, and Python imports from there first:
-            # from the work folder, a job imports the installed arithrepro, not a checkout's copy
-            with working_dir(workdir):
-                if len(group) == 1:
-                    jobs_made = [ex.submit(job, group[0], source, str(workdir), env)]
-                else:
-                    n = len(group)
-                    jobs_made = ex.map_array(job, group, [source] * n, [str(workdir)] * n,
-                                             [env] * n)
-            made.update({id(c): j for c, j in zip(group, jobs_made)})
-        return [made[id(c)] for c in batch]
+    submit = submitter(kind, workdir, options or {}, threads, gpu, source, env)
 
     def record(live):
         write_text(workdir / "jobs.json", json.dumps(
@@ -444,6 +419,36 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
         return 1
     echo("collecting: dvc repro --pull, stage by stage")
     return run_here(targets, True)
+
+
+def submitter(kind: str, workdir: Path, options: dict[str, str], threads: int, gpu: bool,
+              source: Source, env: dict):
+    """`submit(cells) -> jobs`, in the cells' order: one array per stage family (SLURM: one
+    sbatch with --array), its time limit its longest cell's."""
+    from arithrepro.checkout import working_dir
+
+    job = CellJob()
+
+    def submit(batch: list[Cell]):
+        families: dict[str, list[Cell]] = {}
+        for cell in batch:
+            families.setdefault(cell.stages[0].split("@")[0], []).append(cell)
+        made = {}
+        for group in families.values():
+            longest = max((c.seconds or 0 for c in group), default=0) or None
+            ex = executor(kind, workdir / "jobs", options, threads, gpu, minutes_for(longest))
+            # a job starts where it was submitted from, and Python imports from there first:
+            # from the work folder, a job imports the installed arithrepro, not a checkout's copy
+            with working_dir(workdir):
+                if len(group) == 1:
+                    jobs = [ex.submit(job, group[0], source, str(workdir), env)]
+                else:
+                    n = len(group)
+                    jobs = ex.map_array(job, group, [source] * n, [str(workdir)] * n, [env] * n)
+            made.update({id(c): j for c, j in zip(group, jobs)})
+        return [made[id(c)] for c in batch]
+
+    return submit
 
 
 def _argv(stages: list[str], cmds: dict[str, str], ensemble: bool) -> list[list[str]]:

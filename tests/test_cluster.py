@@ -262,3 +262,22 @@ def test_the_snapshot_carries_uncommitted_files_and_deletions(tmp_path):
     assert (co / "runs" / "t" / "checkpoint.pt").read_bytes() == b"ck"
     assert (co / "edited.txt").read_text() == "c3"
     assert os.listdir(tmp_path).count("co.part") == 0
+
+
+def test_each_stage_family_is_one_array_with_its_longest_cells_time(tmp_path):
+    """Cells of one family share an sbatch (--array) and the time limit of the longest of them;
+    another family gets its own; the jobs come back in the cells' order."""
+    from submitit.slurm.test_slurm import mocked_slurm
+
+    cells = [cluster.Cell(["train-expr@gpt-small-0"], [], [], 600.0),
+             cluster.Cell(["train-looped@standard-notebook-0"], [], [], 60.0),
+             cluster.Cell(["train-expr@lstm-small-0"], [], [], 3600.0)]
+    source = cluster.Source(str(tmp_path), "0" * 40, str(tmp_path))
+    with mocked_slurm():
+        jobs = cluster.submitter("slurm", tmp_path, {"partition": "gpu"}, 2, True, source,
+                                 {})(cells)
+    arrays = [j.job_id.split("_")[0] for j in jobs]
+    assert arrays[0] == arrays[2] != arrays[1], arrays
+    scripts = {a: next(tmp_path.glob(f"jobs/{a}_*submission.sh")).read_text() for a in arrays}
+    assert "#SBATCH --time=130" in scripts[arrays[0]] and "--array=0-1" in scripts[arrays[0]]
+    assert "#SBATCH --time=30" in scripts[arrays[1]] and "--array" not in scripts[arrays[1]]
