@@ -34,13 +34,15 @@ from arithrepro.stages.common import friendly_errors, params_option
                    "does (default: a worker per job slot runs them, loading Python, DVC and "
                    "torch once).")
 @click.option("--executor", type=click.Choice(["slurm", "local"]), default=None,
-              help="Train the pending cells as jobs of a batch system (submitit): slurm, or "
-                   "local (the same jobs as processes here); every job pushes to the DVC "
-                   "remote, and the rest runs here once they are in (docs/cluster.md).")
+              help="Train the pending cells as batch jobs through submitit: slurm, or local "
+                   "(the same jobs as processes here, -j at once). What they need is made here "
+                   "first, the jobs exchange everything through the DVC remote, and the reports "
+                   "run here once every cell is in (docs/cluster.md).")
 @click.option("--slurm", "slurm_options", multiple=True, metavar="KEY=VALUE",
-              help="A parameter of the jobs' sbatch: partition=gpu, account=lab, qos=...,"
-                   "time=MINUTES, cpus_per_task=N, gpus_per_node=0, array_parallelism=N, "
-                   "additional_parameters... (submitit's slurm_* names).")
+              help="A parameter of the jobs' sbatch (submitit's SLURM executor): "
+                   "partition=gpu, account=lab, qos=..., time=MINUTES, cpus_per_task=N, "
+                   "mem=32G, gpus_per_node=0, array_parallelism=N; setup and "
+                   "additional_parameters as JSON.")
 @click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
               help="With --executor: times a failed or preempted job is sent again (it "
                    "resumes from its checkpoint).")
@@ -59,7 +61,10 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
     Before training, a few steps of each run shape to train are timed (as `arithrepro
     estimate` does): --dry prints each stage's projected time, and a plan projected beyond
     --max-hours asks first. `dvc exp run` and `dvc repro` check nothing: run `arithrepro
-    estimate --profile P` before them."""
+    estimate --profile P` before them.
+
+    With --executor the training cells run as batch jobs instead, each in a checkout of its
+    own, and the workspace collects them from the DVC remote (docs/cluster.md)."""
     import sys
 
     from arithrepro import config
