@@ -65,19 +65,21 @@ STAGES = {"code-deps", "generate-looped", TARGET,
           *(f"{kind}-looped@{c}" for kind in ("train", "evaluate") for c in CELLS)}
 
 
-# DVC rewrites .dvc/tmp/rwlock in place: a DVC process killed while writing it leaves it cut
-# short, and DVC's commands stop on it until `arithrepro repro` (or a hand) removes it
-CUT_SHORT = "Unable to read RWLock-file"
+# DVC rewrites .dvc/tmp/rwlock and dvc.lock in place: a DVC process killed while writing one
+# leaves it cut short, and DVC's commands stop on it until `arithrepro repro` (or a hand) repairs
+# it
+CUT_SHORT = re.compile(r"Unable to read RWLock-file|dvc\.lock' validation failed|"
+                       r"unable to read: '[^']*dvc\.lock'")
 COMMANDS = [("dvc", "repro", TARGET), ("arithrepro", "repro", "--jobs", "2", TARGET)]
 
 
 def finished(ws: Path) -> set[str] | None:
     """The stages of TARGET's graph whose outputs DVC has recorded and finds unchanged (None
-    while DVC cannot say: its rwlock file cut short)."""
+    while DVC cannot say: its rwlock file or dvc.lock cut short)."""
     # stdout only: DVC says on stderr that it cleared a killed process's locks
     proc = subprocess.run(["dvc", "status", "--json", "--with-deps", TARGET], cwd=ws, env=ENV,
                           capture_output=True, text=True)
-    if proc.returncode and CUT_SHORT in proc.stderr:
+    if proc.returncode and CUT_SHORT.search(proc.stderr):
         return None
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     changed = set(json.loads(proc.stdout or "{}"))
@@ -116,7 +118,7 @@ def test_killed_anywhere_a_re_run_finishes_and_loses_nothing(pristine, smoke_fir
             while run.proc.poll() is None and not ready(run, ws, clock):
                 time.sleep(0.005)
             if run.proc.poll() is not None:   # it ended before this point came
-                if command == COMMANDS[0] and run.wait() and CUT_SHORT in run.text:
+                if command == COMMANDS[0] and run.wait() and CUT_SHORT.search(run.text):
                     # DVC's, left by the last kill
                     refused.append((k - 1, label))
                     k -= 1

@@ -322,3 +322,53 @@ def test_each_command_a_worker_runs_logs_its_own_params_reads(tmp_path, monkeypa
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert lines == [{"argv": ["train", "x"], "read": ["a.b"]},
                      {"argv": ["evaluate", "y"], "read": ["d"]}]
+
+
+LOCK = """schema: '2.0'
+stages:
+  make-a:
+    cmd: echo a > a.txt
+    outs:
+    - path: a.txt
+      hash: md5
+      md5: 60b725f10c9c85c70d97880dfe8191b3
+      size: 2
+  train-x@cell-0:
+    cmd: echo b > b.txt
+    deps:
+    - path: a.txt
+      hash: md5
+      md5: 60b725f10c9c85c70d97880dfe8191b3
+      size: 2
+    outs:
+    - path: b.txt
+      hash: md5
+      md5: 3b5d5c3712955042212316173ccf37be
+      size: 2
+"""
+
+
+def test_a_cut_short_lock_file_keeps_its_whole_entries(tmp_path):
+    """dvc.lock cut anywhere (a DVC process killed while writing it): what DVC's schema takes
+    is left alone, else the whole entries are kept, else the file goes; never a file DVC
+    refuses."""
+    from dvc.schema import COMPILED_LOCKFILE_SCHEMA
+
+    from arithrepro.repro import repair_lockfile
+
+    second = LOCK.index("  train-x@")
+    said = []
+    for cut in range(len(LOCK) + 1):
+        (tmp_path / "dvc.lock").write_text(LOCK[:cut])
+        repair_lockfile(tmp_path, said.append)
+        if not (tmp_path / "dvc.lock").exists():
+            assert cut <= second, cut      # only a file without one whole entry goes
+            continue
+        text = (tmp_path / "dvc.lock").read_text()
+        stages = COMPILED_LOCKFILE_SCHEMA(yaml.safe_load(text)).get("stages") or {}
+        if cut >= second:
+            assert "make-a" in stages and text.startswith(LOCK[:second]), cut
+    assert any("kept its whole entries (1), dropped the cut one" in line for line in said), said
+    (tmp_path / "dvc.lock").write_text(LOCK)
+    repair_lockfile(tmp_path, said.append)
+    assert (tmp_path / "dvc.lock").read_text() == LOCK
