@@ -192,7 +192,9 @@ def executor(kind: str, folder: Path, options: dict[str, str], threads: int, gpu
     partition, account, qos, timeout_min, array_parallelism, ...) say otherwise."""
     if kind == "local":
         ex = submitit.LocalExecutor(folder=folder, max_num_timeout=RETRIES)
-        ex.update_parameters(timeout_min=max(minutes, 24 * 60))   # local: never cut short
+        # never cut short; a GPU job sees the machine's first GPU (submitit's local executor
+        # hides every GPU from a job that asks for none)
+        ex.update_parameters(timeout_min=max(minutes, 24 * 60), gpus_per_node=int(gpu))
         return ex
     ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=RETRIES)
     wanted = {"cpus_per_task": threads, "time": math.ceil(minutes), "ntasks_per_node": 1,

@@ -87,8 +87,10 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
     params = config.load(params_path, record=False) if Path(params_path).exists() else None
     here = config.resolve_device(params["device"]) if params else "cpu"
     gpus = visible_gpus() if here != "cpu" else []
-    # a job's device: the params' (auto: a GPU on a cluster, whatever the submitting node has)
-    gpu_jobs = bool(params) and params["device"] != "cpu" and executor == "slurm"
+    # a job's device: the params' (auto: a GPU on a cluster, whatever the submitting node has;
+    # a local job, this machine's)
+    gpu_jobs = bool(params) and params["device"] != "cpu" and (
+        executor == "slurm" or (executor == "local" and here != "cpu"))
     if ensemble is None:
         jobs_on = ("cuda" if gpu_jobs else "cpu") if executor == "slurm" else here
         ensemble = bool(params) and ensemble_default(params, jobs_on, pull)

@@ -281,3 +281,9 @@ def test_each_stage_family_is_one_array_with_its_longest_cells_time(tmp_path):
     scripts = {a: next(tmp_path.glob(f"jobs/{a}_*submission.sh")).read_text() for a in arrays}
     assert "#SBATCH --time=130" in scripts[arrays[0]] and "--array=0-1" in scripts[arrays[0]]
     assert "#SBATCH --time=30" in scripts[arrays[1]] and "--array" not in scripts[arrays[1]]
+
+
+def test_a_local_gpu_job_sees_a_gpu_and_a_cpu_job_none(tmp_path):
+    """submitit's local executor sets CUDA_VISIBLE_DEVICES from the GPUs a job asks for."""
+    assert cluster.executor("local", tmp_path, {}, 1, True, 30).parameters["gpus_per_node"] == 1
+    assert cluster.executor("local", tmp_path, {}, 1, False, 30).parameters["gpus_per_node"] == 0
