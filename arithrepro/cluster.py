@@ -26,7 +26,8 @@ from pathlib import Path
 
 import submitit
 
-EXECUTORS = ("local", "slurm")
+from arithrepro.repro import _clock
+
 # a job that fails this many times in a row is given up (a preemption counts as a failure)
 RETRIES = 2
 # states after which a job will not run again by itself
@@ -272,8 +273,8 @@ def follow(cells: list[Cell], submit, echo=print, at_once: int | None = None,
                 record(live)
         time.sleep(poll_s)
         for t in list(live):
-            state = str(t.job.state).split()[0] if t.job.state else "UNKNOWN"
-            state = t.job.state if t.job.state == "NO PROCESS AND NO RESULT" else state
+            raw = str(t.job.state or "UNKNOWN")   # SLURM's may carry more: "CANCELLED by 42"
+            state = raw if raw in ENDED else raw.split()[0]
             if state != t.state and state not in ENDED:
                 echo(f"      {state.lower():9s} {t.cell.name} (job {t.job.job_id})")
             t.state = state
@@ -318,12 +319,6 @@ def _outcome(job, grace_s: float) -> str | None:
     cause = next((line for line in reversed(lines) if "CellFailed" in line or "Error" in line),
                  lines[-1] if lines else "failed")
     return cause.split("CellFailed: ", 1)[-1].strip()
-
-
-def _clock(seconds: float) -> str:
-    from arithrepro.repro import _clock as clock
-
-    return clock(seconds)
 
 
 def reproduce(kind: str, targets: tuple[str, ...] = (), ensemble: bool = False, echo=print,

@@ -30,6 +30,10 @@ def _threads(key, value) -> None:
         integer(1, 4096)(key, value)
 
 
+# conf/config.yaml's `cpu` block: the params where a caller has none
+DEFAULTS = {"capability": "native", "threads": "auto"}
+
+
 def schema() -> dict:
     from arithrepro.schema import choice
 

@@ -440,8 +440,10 @@ def plan(targets: tuple[str, ...] = ()):
 
 def slots(cpu: dict | None, jobs_wanted: int | None, gpus=None, per_gpu: int = 1):
     """(the jobs at once, torch threads each, the GPU of each slot) on this machine's cores."""
+    from arithrepro.cpu import DEFAULTS
+
     cores = sorted(os.sched_getaffinity(0))
-    cpu = cpu or {"capability": "native", "threads": "auto"}
+    cpu = cpu or DEFAULTS
     fixed = cpu["threads"] if cpu["threads"] != "auto" else None   # the params' thread count
     on_gpu = gpu_slots(gpus or [], per_gpu, jobs_wanted)
     workers = len(on_gpu) or jobs_wanted or (max(1, len(cores) // fixed) if fixed else len(cores))
@@ -450,10 +452,10 @@ def slots(cpu: dict | None, jobs_wanted: int | None, gpus=None, per_gpu: int = 1
 
 def thread_env(cpu: dict | None, threads: int) -> dict:
     """The environment a stage's torch reads its threads and CPU kernels from."""
-    from arithrepro.cpu import env_for
+    from arithrepro.cpu import DEFAULTS, env_for
 
     return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-            **env_for(cpu or {"capability": "native", "threads": "auto"})}
+            **env_for(cpu or DEFAULTS)}
 
 
 def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry=False,
