@@ -49,7 +49,7 @@ repro: setup
 # steps, five seeds; about an hour on two cores, docs/modular.md): in a worktree of HEAD that
 # shares this workspace's DVC cache, so the cpu profile's other cells come from its run cache
 # (run `make repro` first) and the new ones go to it; the verdicts of the claims it tests go
-# to docs/modular-source.json, which this workspace's results page reads.
+# to docs/runsets/modular-source.json, which this workspace's results page reads.
 SOURCE_WS := .dvc/tmp/modular-source
 modular-source: setup
 	rm -rf $(SOURCE_WS) && git worktree prune && git worktree add --detach $(SOURCE_WS) HEAD

@@ -75,6 +75,7 @@ def task_report(params: dict, tasks: list[str]) -> dict:
         rows = df[df["task"] == name]
         task["commit"] = " ".join(sorted({str(c)[:7] for c in rows["commit"].dropna()})) \
             if "commit" in rows else ""
+        task["seeds"] = sorted({int(s) for s in rows["seed"]})
     return {"origin": origin, "tasks": data["tasks"]}
 
 
@@ -149,7 +150,7 @@ def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path
     finally:
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
-    return {"setting": setting, **report}
+    return {"setting": setting, "profile": params["profile"], **report}
 
 
 def page(own: dict, others: list[dict]) -> str:

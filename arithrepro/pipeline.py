@@ -122,7 +122,7 @@ def report_stage(task) -> Stage:
 
 def stages() -> list[tuple[str, list[Stage]]]:
     """(section title, its stages), in dvc.yaml's order."""
-    from arithrepro.findings.registry import READS
+    from arithrepro.findings.registry import BUILDS, READS
     from arithrepro.report.figures import FIGURES
     from arithrepro.tasks.registry import STAGES, TASKS, records
 
@@ -154,15 +154,17 @@ def stages() -> list[tuple[str, list[Stage]]]:
               metrics=[{"metrics/headline.json": {"cache": False}}],
               deps=[d for n in TASKS for d in records(n)]),
         # git-tracked, so that a web view of the repository shows the results
-        Stage("results", "results", None,
+        Stage("results", "results", None, models=BUILDS,
               params=["profile", "claims.targets", *run_keys,
                       *(f"{n}.{k}" for n, keys in READS.items() for k in keys)],
               outs=[{path: {"cache": False}} for path in
                     ("docs/results.md", "docs/results.json", "docs/results")],
               deps=[*(d for n in TASKS for d in records(n)),
                     *(f for f in FIGURES.values() for f in f.shown),
-                    # the claims ledger, and the claims a named target tested (claims.py)
-                    "claims", "docs/modular-source.json"])]))
+                    # the claims ledger, and the run sets made elsewhere: a named target's
+                    # verdicts, the paper profile's measured estimate, the profile's runs
+                    # under other CPU settings (arithrepro/runsets.py)
+                    "claims", "docs/runsets", "docs/crosscheck"])]))
     return out
 
 

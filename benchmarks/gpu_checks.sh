@@ -9,7 +9,9 @@
 # ensemble) without DVC, in looped-paper/, and packs its records into OUT_DIR/looped-paper.tar.gz;
 # LOOPED_SET adds overrides to the composed params (a short run to try the script:
 # LOOPED_SET='-S looped.train.steps=20').
-# Logs and JSON land in OUT_DIR (default gpu-out). Run it from the repository root after
+# Logs and JSON land in OUT_DIR (default gpu-out); estimate-paper.json, committed as
+# docs/runsets/estimate-paper.json, gives the results page the GPU time of each paper-only claim.
+# Run it from the repository root after
 # `pip install --no-deps --no-build-isolation -e .` (stages/ is the package arithrepro.stages only
 # through the install; a non-editable install is shadowed there by the source tree, which lacks
 # it; without a registry, pip's isolated build cannot fetch setuptools). The tests run on
@@ -32,7 +34,7 @@ if [[ $parts == *tests* ]]; then
 fi
 if [[ $parts == *estimate* ]]; then
     python3 -m arithrepro.cli estimate --profile paper --steps 5 --warmup 3 \
-        --json "$out/estimate.json" 2>&1 | grep -v "^estimate: timing" | tee "$out/estimate.log"
+        --json "$out/estimate-paper.json" 2>&1 | grep -v "^estimate: timing" | tee "$out/estimate.log"
     python3 -m arithrepro.cli estimate --profile cpu --task expr --steps 10 --warmup 3 2>&1 \
         | grep -v "^estimate: timing" | tee "$out/estimate-cpu-profile.log"
 fi

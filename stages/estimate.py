@@ -92,7 +92,10 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
         click.echo(f"\n(the runs dealt to {gpus} {unit}s at once, longest first; data "
                    "generation, evaluation and the ensembles of `arithrepro repro` not counted)")
     if json_path:
-        write_json(json_path, {"device": device, "precision": precisions,
+        from arithrepro.provenance import accelerator
+
+        write_json(json_path, {"device": device, "gpu": accelerator(device)["gpu"],
+                               "precision": precisions,
                                "compile": params["compile"], "graphs": graphs,
                                "warmup": warmup, "steps": steps, "devices": gpus,
                                "wall_s": walls, "profiles": out})

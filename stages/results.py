@@ -18,7 +18,7 @@ DOCS = Path("docs")
               help="Only rewrite README.md's results and claims blocks from docs/results.json "
                    "(not a stage).")
 @click.option("--from", "from_path", metavar="RESULTS_JSON",
-              help="Only write docs/modular-source.json from the results.json of a workspace "
+              help="Only write docs/runsets/modular-source.json from the results.json of a workspace "
                    "that ran sanity=source (`make modular-source`; not a stage).")
 @friendly_errors
 def results(params_path: str, readme: bool, from_path: str | None) -> None:
@@ -28,7 +28,7 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     runs, `profile` and `claims.targets`), their training provenance, and the figures each task
     shows first (report/figures.py: `shown`); checks each task's findings on the records
     (arithrepro/findings/) and judges every claim of the ledger, claims/<task>.yaml
-    (arithrepro/claims.py), with docs/modular-source.json for the claims only `make
+    (arithrepro/claims.py), with docs/runsets/ for the claims only `make
     modular-source` tests. Writes docs/results.md, docs/results.json and small copies of
     those figures in docs/results/, git-tracked (DVC does not cache them). With --readme, reads
     docs/results.json and rewrites README.md's results block, nothing else.
@@ -48,13 +48,13 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     if from_path:
         from arithrepro.report.results import source_study
 
-        write_json(DOCS / "modular-source.json",
+        write_json(DOCS / "runsets" / "modular-source.json",
                    source_study(read_json(from_path, ("profile", "origin", "tasks", "targets"))))
-        done(f"results: {DOCS}/modular-source.json <- {from_path}")
+        done(f"results: {DOCS}/runsets/modular-source.json <- {from_path}")
         return
     import shutil
 
-    from arithrepro import claims, config
+    from arithrepro import claims, config, runsets
     from arithrepro.findings.base import verdicts
     from arithrepro.findings.registry import FINDINGS
     from arithrepro.report.figures import FIGURES
@@ -62,17 +62,23 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     from arithrepro.tasks.registry import REPORTS, TASKS
 
     params = config.load(params_path)
-    df = wanted_runs(params, list(TASKS))
-    origins = [(read_json(run.files.record).get("provenance") or {}).get("train", {})
-               for t in TASKS.values() for run in t.runs(params)]
     ledgers = {n: claims.load(n) for n in TASKS}   # checked before any work
-    findings = {n: verdicts(FINDINGS.get(n, ()), df[df["task"] == n], params) for n in TASKS}
-    elsewhere = claims.elsewhere(DOCS / "modular-source.json")
+    df = wanted_runs(params, list(TASKS))
+    origins = {n: [(read_json(run.files.record).get("provenance") or {}).get("train", {})
+                   for run in t.runs(params)] for n, t in TASKS.items()}
+    estimate = runsets.estimate()
+    names = [params["profile"], *params["claims"]["targets"]]
+    findings, judged = {}, {}
+    for n in TASKS:
+        rows = df[df["task"] == n]
+        judge = lambda some, n=n: verdicts(FINDINGS.get(n, ()), some, params)  # noqa: E731
+        sets = runsets.own(n, rows, origins[n], params, ledgers[n], judge) \
+            + runsets.carried(n, names, ledgers[n]) \
+            + runsets.crosschecks(n, params["profile"], ledgers[n])
+        findings[n] = sets[0].findings
+        judged[n] = claims.ledger_rows(ledgers[n], claims.verdicts(ledgers[n], sets, estimate))
     targets = tuple(params["claims"]["targets"])
-    judged = {n: claims.ledger_rows(ledgers[n], claims.verdicts(
-        ledgers[n], df[df["task"] == n], findings[n], params["profile"], elsewhere, targets))
-        for n in TASKS}
-    data = collect(df, REPORTS, origins,
+    data = collect(df, REPORTS, [o for n in TASKS for o in origins[n]],
                    params["profile"], findings, judged)
     data["targets"] = list(targets)
     shutil.rmtree(DOCS / "results", ignore_errors=True)   # figures of tasks no longer shown go

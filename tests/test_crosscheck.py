@@ -3,6 +3,7 @@ DEFAULT kernels and one thread, in a scratch copy that shares the workspace's DV
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -34,7 +35,11 @@ def test_the_findings_on_another_capability_beside_the_workspaces(smoke_first_ru
     assert header.endswith(" default-t1 |")
     assert all(f.claim in page for f in FINDINGS["looped"])
     assert not any(scratch.iterdir()), "the scratch copy is removed"
-    assert "up to date" in sh(["dvc", "status"], here)   # the workspace's own cells untouched
+    # the workspace's own cells untouched; only the results page reads the new setting
+    assert data["profile"] == "smoke" and data["tasks"]["looped"]["seeds"] == [0]
+    status = sh(["dvc", "status"], here)
+    assert re.findall(r"^(\S.*):$", status, flags=re.M) == ["results"], status
+    assert "docs/crosscheck" in status
 
     # Again: its cells are other DVC cells than the workspace's, so they come back from the
     # shared run cache instead of training.

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from arithrepro.imports import closure, graph, project_modules
-from arithrepro.stages.code_deps import (REGISTRIES, code_deps, code_files, families, family_of,
-                                         listing)
+from arithrepro.codedeps import REGISTRIES, code_files, listing
+from arithrepro.stages.code_deps import code_deps, families, family_of
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,6 +4,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from arithrepro import crosscheck
@@ -112,40 +113,83 @@ def test_every_seed_is_on_the_page(data):
     assert "| gpt | small | 2 | 52.0 % | 10.0 % |" in page
 
 
-def _ledger_data(data):
+WHERE = "commit abc1234 (clean), AMD EPYC (AVX2), 1 thread, torch 2.13.0+cpu, seeds 100-104"
+
+
+def _ledger_data(data, stand_in=None, carried=None):
     from arithrepro import claims
     from arithrepro.findings.base import CLOSE
 
+    test = {"finding": "expr.order", "profiles": ["cpu", "paper"]}
+    if stand_in:
+        test["stand_in"] = {"cpu": stand_in}
     ledger = {"source": {"file": "000", "task": "expr", "title": "T", "carries": "Code."},
               "claims": [
                   {"id": "expr.a", "where": "fig 1", "claim": "ReTran | first", "kind": "trend",
-                   "setting": "s", "test": {"finding": "expr.order", "profiles": ["cpu"]}},
+                   "setting": "s", "test": test},
                   {"id": "expr.b", "where": "cell 3", "claim": "LAMB", "kind": "setting",
-                   "setting": "s", "here": "followed"}]}
+                   "setting": "s", "here": "followed"},
+                  {"id": "expr.c", "where": "title", "claim": "ACL", "kind": "qualitative",
+                   "setting": "s", "untested": {"reason": "unmeasurable", "why": "bibliographic"}}]}
     findings = [{"id": "expr.order", "outcome": CLOSE, "measured": "Δ +1.2 points", "n": 5,
                  "test": "permutation"}]
-    judged = claims.verdicts(ledger, None, findings, "cpu")
+    sets = [claims.RunSet("cpu", pd.DataFrame(), findings, where=WHERE)]
+    if carried:
+        sets.append(claims.RunSet("paper", carried=carried, where="commit def5678 (clean), H200",
+                                  other_code="from commit def5678: 2 files differ"))
+    judged = claims.verdicts(ledger, sets)
     data["tasks"]["expr"]["ledger"] = claims.ledger_rows(ledger, judged)
     data["claims"] = claims.counts(judged)
     return data
 
 
+def _row(page: str, claim: str) -> str:
+    return next(line for line in page.splitlines() if line.startswith(f"| {claim} |"))
+
+
 def test_the_ledger_on_the_page_and_its_counts_in_the_readme(data):
-    data = _ledger_data(data)
+    data = _ledger_data(data, stand_in="problems of 3-8 characters, not 8-30")
     page = results.page(data, {})
     assert "### The source's claims: T" in page
-    assert "| ReTran \\| first | fig 1 | – | Δ +1.2 points | too close to call: finding expr.order" in page
+    row = _row(page, "ReTran \\| first")
+    assert "| fig 1 | – | Δ +1.2 points | too close to call, on a stand-in (problems of 3-8 " \
+           "characters, not 8-30): finding expr.order |" in row
+    assert f"**cpu** (decides): {WHERE}" in row
     assert "<summary>The source's settings (1), and how this project follows them</summary>" in page
+    assert "<summary>Not tested here, not measurable (1)</summary>" in page
     block = results.claims_block(json.loads(json.dumps(data)))
     assert block.startswith(results.CLAIMS_START) and block.endswith(results.CLAIMS_END)
-    assert "**0 reproduced, 0 not reproduced, 1 too close to call, 0 not tested here**" in block
-    assert "| [expr](docs/results.md#expr): T | 0 | 0 | 1 | 0 |" in block
+    assert "0 reproduced, 0 not reproduced, 1 too close to call (1 on a stand-in), 0 differs " \
+           "between machines, 0 n too small to decide, 0 consistency checks, 1 not tested here " \
+           "(1 not measurable)" in block
+    assert "| [expr](docs/results.md#expr): T | 0 / 0 | 0 / 0 | 0 / 1 | 0 / 0 | 0 | 0 | 1 |" in block
 
 
-def test_a_claim_measured_by_a_named_target_says_so(data):
-    data = _ledger_data(data)
-    data["tasks"]["expr"]["ledger"]["claims"][0].update(via="modular-source")
-    assert "| `make modular-source`: Δ +1.2 points |" in results.page(data, {})
+@pytest.mark.parametrize("drop, words", [
+    ("class", "on a stand-in"), ("stand_in", "problems of 3-8 characters"), ("where", WHERE)])
+def test_a_row_without_its_class_stand_in_or_provenance_is_caught(data, drop, words):
+    data = _ledger_data(data, stand_in="problems of 3-8 characters, not 8-30")
+    assert words in _row(results.page(data, {}), "ReTran \\| first")
+    row = data["tasks"]["expr"]["ledger"]["claims"][0]
+    if drop == "class":
+        row["class"] = None
+    else:
+        row["judged"][0][drop] = ""
+    assert words not in _row(results.page(data, {}), "ReTran \\| first")
+
+
+def test_a_claim_judged_by_two_run_sets_shows_both_and_which_decides(data):
+    from arithrepro.findings.base import REPRODUCED
+
+    data = _ledger_data(data, stand_in="problems of 3-8 characters, not 8-30",
+                        carried={"expr.a": {"outcome": REPRODUCED, "ours": "Δ +9 points", "n": 3,
+                                            "why": "finding expr.order"}})
+    row = _row(results.page(data, {}), "ReTran \\| first")
+    # the paper run is at the source's setting: it decides over the cpu stand-in, and says its
+    # code is not the page's
+    assert "reproduced, at the source's setting" in row and "**paper** (decides)" in row
+    assert "**other code**, from commit def5678" in row
+    assert "**cpu** (beside: too close to call, on a stand-in, Δ +1.2 points)" in row
 
 
 def test_the_readmes_claims_are_the_generated_ones():
@@ -158,14 +202,35 @@ def test_the_readmes_claims_are_the_generated_ones():
             results.claims_block(json.loads(generated.read_text())), "run `arithrepro results --readme`"
 
 
-def test_a_named_targets_results_keep_only_its_claims():
+def test_a_named_targets_results_keep_its_claims_and_its_watched_seeds_apart():
+    def judged(watched):
+        return {"set": "modular-source", "outcome": "reproduced", "class": "at the source's setting",
+                "ours": "o", "n": 2 if watched else 5, "why": "w", "watched": watched}
+
+    cells = [{"model": "gpt-sin", "size": "sanity", "n": 7,
+              "seeds": {str(s): {} for s in (0, 42, 100, 101, 102, 103, 104)}}]
     data = {"profile": "cpu", "runs": 10, "origin": {"cpu": ["X"]}, "targets": ["modular-source"],
-            "tasks": {"modular": {"cells": [{"model": "gpt-sin", "size": "sanity", "n": 5}],
-                                  "ledger": {"claims": [
-                                      {"id": "modular.a", "profiles": ["modular-source"], "outcome": "reproduced"},
-                                      {"id": "modular.b", "profiles": ["cpu"], "outcome": "reproduced"},
-                                      {"id": "modular.c", "profiles": ["modular-source"], "outcome": None}]}}}}
+            "tasks": {"modular": {"cells": cells, "ledger": {
+                "source": {"watched": {"seeds": [0, 42], "why": "w"}},
+                "claims": [
+                    {"id": "modular.a", "claim": "a", "profiles": ["modular-source"],
+                     "outcome": "reproduced", "judged": [judged(False), judged(True)]},
+                    {"id": "modular.b", "claim": "b", "profiles": ["cpu"], "outcome": "reproduced",
+                     "judged": []},
+                    {"id": "modular.c", "claim": "c", "profiles": ["modular-source"],
+                     "outcome": None}]}}}}
     out = results.source_study(data)
     assert [c["id"] for c in out["claims"]] == ["modular.a"] and out["target"] == "modular-source"
+    assert out["seeds"] == [100, 101, 102, 103, 104] and out["claims"][0]["n"] == 5
+    assert out["watched"]["seeds"] == [0, 42] and out["watched"]["claims"][0]["n"] == 2
     with pytest.raises(ValueError, match="ran no modular-source target"):
         results.source_study({**data, "targets": []})
+
+
+def test_a_results_file_from_before_the_classes_says_so(data):
+    data = _ledger_data(data)
+    data["claims"] = {"reproduced": 1, "not reproduced": 0, "too close to call": 2,
+                      "not tested here": 3, "settings": 4}
+    block = results.claims_block(json.loads(json.dumps(data)))
+    assert "before verdicts had classes" in block and "`make repro` judges them again" in block
+    assert "**1 reproduced, 0 not reproduced, 2 too close to call, 3 not tested here**" in block

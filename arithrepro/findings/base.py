@@ -20,12 +20,17 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from arithrepro import stats
+
 if TYPE_CHECKING:  # pandas loads only when a check runs
     import pandas as pd
 
-REPRODUCED, NOT_REPRODUCED, CLOSE, UNTESTED = ("reproduced", "not reproduced",
-                                               "too close to call", "not tested here")
-OUTCOMES = (REPRODUCED, NOT_REPRODUCED, CLOSE, UNTESTED)
+REPRODUCED, NOT_REPRODUCED, CLOSE, SMALL, UNTESTED = (
+    "reproduced", "not reproduced", "too close to call", "n too small to decide", "not tested here")
+# a claim's verdict where the same code and runs on another CPU or thread count decide otherwise
+# (the claims ledger's, never a single check's)
+DIFFERS = "differs between machines"
+OUTCOMES = (REPRODUCED, NOT_REPRODUCED, CLOSE, DIFFERS, SMALL, UNTESTED)
 
 
 @dataclass(frozen=True)
@@ -49,20 +54,8 @@ class Finding:
 
 def outcome(stat_outcome: str) -> str:
     """A stats outcome (yes / no / too close to call) as a verdict on the claim."""
-    from arithrepro import stats
-
-    return {stats.YES: REPRODUCED, stats.NO: NOT_REPRODUCED, stats.CLOSE: CLOSE}[stat_outcome]
-
-
-def combine(outcomes: list[str]) -> str:
-    """A claim made of parts: reproduced when every part is, not reproduced when any is not,
-    else too close to call (untested parts make it untested only when every part is)."""
-    tested = [o for o in outcomes if o != UNTESTED]
-    if not tested:
-        return UNTESTED
-    if NOT_REPRODUCED in tested:
-        return NOT_REPRODUCED
-    return REPRODUCED if all(o == REPRODUCED for o in tested) else CLOSE
+    return {stats.YES: REPRODUCED, stats.NO: NOT_REPRODUCED, stats.CLOSE: CLOSE,
+            stats.SMALL: SMALL}[stat_outcome]
 
 
 def verdict_word(f: dict) -> str:
@@ -128,12 +121,36 @@ def missing(what: str) -> Verdict:
     return Verdict(UNTESTED, f"no runs of {what}", 0)
 
 
-def each(parts: list[tuple[str, object, int]], none: str, scale: float = 100.0,
-         unit: str = " %") -> Verdict:
-    """A claim made of parts, each (label, a stats result, its seeds): the outcomes combined
-    (`combine`), the words 'label: the test's words' joined; no parts: `missing(none)`."""
+@dataclass(frozen=True)
+class Part:
+    """One part of a claim: its label, a stats result, the seeds it rests on, and how its
+    numbers read (scale 100 and ' %' for a proportion, 1 and ' steps' for a step count)."""
+    label: str
+    result: object
+    n: int
+    scale: float = 100.0
+    unit: str = " %"
+
+    def words(self) -> str:
+        return f"{self.label}: {self.result.words(self.scale, self.unit)}"
+
+
+def each(parts: list, none: str, scale: float = 100.0, unit: str = " %") -> Verdict:
+    """A claim made of parts, each a Part or (label, a stats result, its seeds) read at `scale`
+    and `unit`: one outcome by stats.combine (every part reproduced; any part reversed after
+    Holm's correction over the parts), the parts' words joined, and where the outcome is
+    undecided what would decide it; no parts: `missing(none)`."""
     if not parts:
         return missing(none)
-    return Verdict(combine([outcome(r.outcome) for _, r, _ in parts]),
-                   "; ".join(f"{label}: {r.words(scale, unit)}" for label, r, _ in parts),
-                   min(n for _, _, n in parts))
+    parts = [p if isinstance(p, Part) else Part(*p, scale=scale, unit=unit) for p in parts]
+    result = outcome(stats.combine([p.result for p in parts]))
+    words = "; ".join(p.words() for p in parts)
+    if len(parts) > 1:
+        words += f" (Holm's correction over the {len(parts)} parts for a reversal)"
+    if result in (CLOSE, SMALL):
+        needs = [f"{p.label}: {p.result.needed}" if len(parts) > 1 else p.result.needed
+                 for p in parts if getattr(p.result, "needed", "")
+                 and p.result.outcome in (stats.CLOSE, stats.SMALL)]
+        if needs:
+            words += ". To decide: " + "; ".join(needs)
+    return Verdict(result, words, min(p.n for p in parts))

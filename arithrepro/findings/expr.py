@@ -4,7 +4,7 @@ runs test (claims/expr.yaml names the claims; docs/expr.md repeats the table).""
 from __future__ import annotations
 
 from arithrepro import stats
-from arithrepro.findings.base import (UNTESTED, Finding, Verdict, configurations, each,
+from arithrepro.findings.base import (UNTESTED, Finding, Part, Verdict, configurations, each,
                                      missing, outcome, values)
 
 
@@ -14,18 +14,6 @@ ORDER = ("retran", "lstm", "gpt")
 def _sizes(rows, model: str) -> list[str]:
     """The sizes `model` ran at, small to large (the profile's order)."""
     return list(dict.fromkeys(rows[rows["model"] == model]["size"]))
-
-
-def _learns(rows, params):
-    """Each architecture's largest configuration above the trivial baseline: always answering the
-    training set's most common answer (majority_acc, measured on the test set)."""
-    parts = []
-    for m in ORDER:
-        if sizes := _sizes(rows, m):
-            acc = values(rows, "test_acc", model=m, size=sizes[-1])
-            bar = max(values(rows, "majority_acc", model=m, size=sizes[-1]))
-            parts.append((f"{m} {sizes[-1]}", stats.above(acc, bar), len(acc)))
-    return each(parts, "any architecture")
 
 
 def _ranked(metric):
@@ -43,6 +31,20 @@ def _ranked(metric):
     return check
 
 
+def _loss_lowest(rows, params):
+    """At every size all three ran at, ReTran's best validation loss below the LSTM's and GPT's."""
+    sizes = [s for s in dict.fromkeys(rows["size"])
+             if all(values(rows, "best_val_loss", model=m, size=s) for m in ORDER)]
+    parts = []
+    for s in sizes:
+        ours = values(rows, "best_val_loss", model="retran", size=s)
+        for other in ORDER[1:]:
+            theirs = values(rows, "best_val_loss", model=other, size=s)
+            parts.append(Part(f"{s}, {other} − retran", stats.compare(theirs, ours),
+                              min(len(ours), len(theirs)), 1, " nats"))
+    return each(parts, "ReTran, the LSTM and GPT at one size")
+
+
 def _drops(rows, params):
     """Run by run, test accuracy above OOD accuracy, per architecture and size."""
     parts = []
@@ -53,15 +55,22 @@ def _drops(rows, params):
     return each(parts, "any configuration", unit=" points")
 
 
-def _grows(rows, params):
-    """Each architecture more accurate at its larger size than at its smaller."""
-    parts = []
-    for m in ORDER:
-        sizes = _sizes(rows, m)
-        for small, large in zip(sizes, sizes[1:]):
-            a, b = (values(rows, "test_acc", model=m, size=s) for s in (large, small))
-            parts.append((f"{m} {large} − {small}", stats.compare(a, b), min(len(a), len(b))))
-    return each(parts, "two sizes of one architecture", unit=" points")
+def _grows(metric: str, lower_is_better: bool, scale: float, unit: str):
+    """Each architecture better on `metric` at its larger size than at its smaller."""
+    def check(rows, params):
+        parts = []
+        for m in ORDER:
+            sizes = _sizes(rows, m)
+            for small, large in zip(sizes, sizes[1:]):
+                a, b = (values(rows, metric, model=m, size=s) for s in (large, small))
+                if lower_is_better:
+                    a, b = b, a
+                first, second = (small, large) if lower_is_better else (large, small)
+                parts.append(Part(f"{m} {first} − {second}", stats.compare(a, b),
+                                  min(len(a), len(b)), scale, unit))
+        return each(parts, "two sizes of one architecture")
+
+    return check
 
 
 GPT4O = 0.5568            # the source's GPT-4o, on 10,000 test problems
@@ -84,9 +93,6 @@ def _above_gpt4o(rows, params):
 
 
 FINDINGS = (
-    Finding("expr.learns", "every architecture learns the task",
-            "each architecture's largest configuration: test accuracy above always answering the training "
-            "set's most common answer (one-sample t, one-sided, p ≤ 0.05)", _learns),
     Finding("expr.order", "at matched sizes ReTran is more accurate than the LSTM, the LSTM than GPT",
             "test accuracy, ReTran − LSTM and LSTM − GPT at every size: exact permutation test "
             "over seeds, one-sided, p ≤ 0.05", _ranked("test_acc")),
@@ -97,7 +103,13 @@ FINDINGS = (
             "sign-flip test, one-sided, p ≤ 0.05", _drops),
     Finding("expr.size", "a larger model of each architecture is more accurate",
             "test accuracy, larger − smaller size per architecture: exact permutation test, "
-            "one-sided, p ≤ 0.05", _grows),
+            "one-sided, p ≤ 0.05", _grows("test_acc", False, 100, " points")),
+    Finding("expr.loss-size", "a larger model of each architecture reaches a lower validation loss",
+            "best validation loss, smaller − larger size per architecture: exact permutation "
+            "test over seeds, one-sided, p ≤ 0.05", _grows("best_val_loss", True, 1, " nats")),
+    Finding("expr.loss-order", "at matched sizes ReTran reaches the lowest validation loss",
+            "best validation loss, LSTM − ReTran and GPT − ReTran at every size: exact "
+            "permutation test over seeds, one-sided, p ≤ 0.05", _loss_lowest),
     Finding("expr.gpt4o", "the largest ReTran answers more problems than the LLM the source asked",
             "ReTran's largest configuration above 55.68 % (one-sample t, one-sided, p ≤ 0.05), only on "
             "the source's problems (8-30 characters)", _above_gpt4o),

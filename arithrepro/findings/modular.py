@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from arithrepro import stats
-from arithrepro.findings.base import (UNTESTED, Finding, Verdict, combine, fewest, missing, outcome,
-                                     values)
+from arithrepro.findings.base import SMALL, Finding, Part, each, missing, values
 from arithrepro.params_reads import peek
 
 
@@ -17,26 +18,39 @@ def _study(rows, study: str):
 
 
 def _per_model(study: str, judge):
-    """A check on one study's records: judge(a model's runs, params) -> (outcome, words) for
-    each model, combined over the models (findings.combine)."""
+    """A check on one study's records: judge(a model's runs, params) -> that model's Parts, the
+    parts of every model decided as one claim (findings.each)."""
     def check(rows, params):
         sub = _study(rows, study)
         if not len(sub):
             return missing(f"the {study} study")
-        judged = [(model, *judge(g, params)) for model, g in sub.groupby("model", sort=False)]
-        return Verdict(combine([o for _, o, _ in judged]),
-                       "; ".join(f"{m}: {words}" for m, _, words in judged), fewest(sub))
+        parts = [replace(p, label=f"{model}: {p.label}")
+                 for model, g in sub.groupby("model", sort=False) for p in judge(g, params)]
+        v = each(parts, f"the {study} study")
+        return replace(v, measured=v.measured + _cost(sub)) if v.outcome == SMALL else v
 
     return check
+
+
+def _cost(sub) -> str:
+    """What deciding a study judged on too few seeds costs here: three seeds per configuration
+    (the fewest with which the permutation test can reach 0.05), at the study's mean training
+    time per run on this machine."""
+    if "train_seconds" not in sub or not len(sub):
+        return ""
+    runs = sub.groupby(["model", "size"])["seed"].nunique()
+    more = int(sum(max(0, 3 - n) for n in runs))
+    minutes = more * float(sub["train_seconds"].mean()) / 60
+    return (f" ({more} more runs, about {minutes:.0f} min of training on the machine these ran "
+            "on)" if more else "")
 
 
 def _late(g, params):
     """Memorize first, generalize later: A_val reaches the source's 0.9, and run by run the
     first step at the best A_val comes after the first step at the best A_train."""
-    reach = stats.above(g["val_acc"], GENERALIZED)
-    later = stats.paired(g["val_acc_step"], g["train_acc_step"])
-    return (combine([outcome(reach.outcome), outcome(later.outcome)]),
-            f"A_val {reach.words()}; t_f(A_val) − t_f(A_train) {later.words(1, ' steps')}")
+    return [Part("A_val", stats.above(g["val_acc"], GENERALIZED), len(g), 1, ""),
+            Part("t_f(A_val) − t_f(A_train)",
+                 stats.paired(g["val_acc_step"], g["train_acc_step"]), len(g), 1, " steps")]
 
 
 def _gpt_fits_faster(rows, params):
@@ -45,9 +59,8 @@ def _gpt_fits_faster(rows, params):
     lstm, gpt = (values(sub, "train_acc_step", model=m) for m in ("lstm-std", "gpt-sin"))
     if not lstm or not gpt:
         return missing("both models in the sanity study")
-    c = stats.compare(lstm, gpt)
-    return Verdict(outcome(c.outcome), f"t_f(A_train), LSTM − GPT {c.words(1, ' steps')}",
-                   min(len(lstm), len(gpt)))
+    return each([Part("t_f(A_train), LSTM − GPT", stats.compare(lstm, gpt),
+                      min(len(lstm), len(gpt)), 1, " steps")], "")
 
 
 def _swept(key: str, metric: str, lower_is_better: bool, name: str):
@@ -58,8 +71,10 @@ def _swept(key: str, metric: str, lower_is_better: bool, name: str):
         a, b = g[g[key] == hi][metric].dropna(), g[g[key] == lo][metric].dropna()
         c = stats.compare(b, a) if lower_is_better else stats.compare(a, b)
         first, second = (lo, hi) if lower_is_better else (hi, lo)
-        return outcome(c.outcome), (f"{name} at {key} {first:g} − at {second:g}: "
-                                    f"{c.words(1 if 'step' in metric or 'norm' in metric else 100)}")
+        counted = "step" in metric or "norm" in metric
+        return [Part(f"{name} at {key} {first:g} − at {second:g}", c, min(len(a), len(b)),
+                     1 if counted else 100, " steps" if "step" in metric else "" if counted
+                     else " points")]
 
     return judge
 
@@ -69,34 +84,34 @@ def _size(g, params):
     cells = sorted({(int(r.layers), int(r.d_model)) for r in g.itertuples()})
     small, large = cells[0], cells[-1]
     pick = lambda c: g[(g["layers"] == c[0]) & (g["d_model"] == c[1])]["val_acc_step"]  # noqa: E731
-    c = stats.compare(pick(small), pick(large))
-    return outcome(c.outcome), (f"t_f(A_val), L{small[0]} d{small[1]} − L{large[0]} d{large[1]}: "
-                                f"{c.words(1, ' steps')}")
+    a, b = pick(small), pick(large)
+    return [Part(f"t_f(A_val), L{small[0]} d{small[1]} − L{large[0]} d{large[1]}",
+                 stats.compare(a, b), min(len(a), len(b)), 1, " steps")]
 
 
 def _compute(g, params):
     """At the smallest budget α, the smallest batch above the largest in A_val."""
     budgets = sorted(peek(params, "modular", "studies", "compute", "budgets") or [])
     if not budgets:
-        return UNTESTED, "no budgets"
+        return []
     alpha = budgets[0]
     col = f"a{alpha:g}_val_acc"
     lo, hi = g["batch_size"].min(), g["batch_size"].max()
-    c = stats.compare(g[g["batch_size"] == lo][col], g[g["batch_size"] == hi][col])
-    return outcome(c.outcome), f"A_val within α = {alpha:g}, B {lo} − B {hi}: {c.words(100, ' points')}"
+    a, b = g[g["batch_size"] == lo][col], g[g["batch_size"] == hi][col]
+    return [Part(f"A_val within α = {alpha:g}, B {lo} − B {hi}", stats.compare(a, b),
+                 min(len(a), len(b)), unit=" points")]
 
 
 def _decay(g, params):
     """A larger weight decay: an earlier t_f(A_val) and a smaller final ‖θ‖₂."""
-    sooner, words1 = _swept("weight_decay", "val_acc_step", True, "t_f(A_val)")(g, params)
-    smaller, words2 = _swept("weight_decay", "param_norm", True, "final ‖θ‖₂")(g, params)
-    return combine([sooner, smaller]), f"{words1}; {words2}"
+    return [*_swept("weight_decay", "val_acc_step", True, "t_f(A_val)")(g, params),
+            *_swept("weight_decay", "param_norm", True, "final ‖θ‖₂")(g, params)]
 
 
 def _orders(g, params):
     """Run by run, the binary sums reach their best validation accuracy before the ternary."""
-    p = stats.paired(g["o3_val_acc_step"], g["o2_val_acc_step"])
-    return outcome(p.outcome), f"t_f(A_val), ternary − binary {p.words(1, ' steps')}"
+    return [Part("t_f(A_val), ternary − binary",
+                 stats.paired(g["o3_val_acc_step"], g["o2_val_acc_step"]), len(g), 1, " steps")]
 
 
 FINDINGS = (

@@ -136,35 +136,103 @@ def seeds_table(t: dict) -> list[str]:
 
 
 def counts_words(c: dict) -> str:
-    """'12 reproduced, 3 not reproduced, 5 too close to call, 40 not tested here'."""
-    from arithrepro.findings.base import OUTCOMES
+    """'12 reproduced (4 at the source's setting, 8 on a stand-in), 3 not reproduced (…), …, 6
+    consistency checks (all hold), 40 not tested here (24 need the paper profile, …)'."""
+    from arithrepro.claims import CONSISTENCY, REASONS, SOURCE, STAND_IN, total
+    from arithrepro.findings.base import OUTCOMES, REPRODUCED, UNTESTED
 
-    return ", ".join(f"{c.get(o, 0)} {o}" for o in OUTCOMES)
+    said = []
+    for o in OUTCOMES:
+        n = total(c, o)
+        if o == UNTESTED:
+            parts = [f"{k} {REASONS[r].replace('needs', 'need') if k != 1 else REASONS[r]}"
+                     for r in REASONS if (k := c.get(o, {}).get(r, 0))]
+        else:
+            parts = [f"{k} {cls}" for cls in (SOURCE, STAND_IN) if (k := c.get(o, {}).get(cls, 0))]
+        said.append(f"{n} {o}" + (f" ({', '.join(parts)})" if n and parts else ""))
+    held = c.get("consistency", {})
+    n = sum(held.values())
+    fails = n - held.get(REPRODUCED, 0)
+    said.insert(-1, f"{n} {CONSISTENCY}{'s' * (n != 1)}" + (
+        "" if not n else " (all hold)" if not fails else f" ({fails} not holding)"))
+    return ", ".join(said)
+
+
+def verdict_cell(r: dict) -> str:
+    """A tested claim's verdict as its row reads: the word, its class, the stand-in's difference
+    or why it is a consistency check, and the rule it was decided by."""
+    from arithrepro.claims import CONSISTENCY, STAND_IN
+    from arithrepro.findings.base import verdict_word
+
+    word = verdict_word(r)
+    if r.get("class"):
+        word += f", {r['class']}"
+    decider = next((j for j in r.get("judged") or [] if j["set"] == r.get("via")
+                    and not j.get("watched") and not j.get("setting")), None)
+    if decider and r.get("class") == STAND_IN:
+        word += f" ({decider['stand_in']})"
+    elif decider and r.get("class") == CONSISTENCY:
+        word += f" ({decider['consistency']})"
+    return word + (f": {r['why']}" if r.get("why") else "")
+
+
+def runs_cell(r: dict) -> str:
+    """Which run sets judged the claim, the deciding one first: each one's provenance, other code
+    and watched seeds named; the others' verdicts beside."""
+    from arithrepro.findings.base import verdict_word
+
+    judged = sorted(r.get("judged") or [], key=lambda j: (
+        j["set"] != r.get("via") or bool(j.get("watched")) or bool(j.get("setting")),
+        bool(j.get("watched"))))
+    out = []
+    for j in judged:
+        role = ("decides" if j["set"] == r.get("via") and not j.get("watched")
+                and not j.get("setting") else
+                "watched seeds, decides nothing" if j.get("watched") else "beside")
+        head = f"**{j['set']}" + (f" @ {j['setting']}" if j.get("setting") else "") + f"** ({role}"
+        if role != "decides":
+            head += f": {verdict_word(j)}, {j['class']}" + (f", {j['ours']}" if j.get("ours") else "")
+        head += ")"
+        out.append(f"{head}: {j['where']}" + (f"; **other code**, {j['other_code']}"
+                                               if j.get("other_code") else ""))
+    return "; ".join(out) or "–"
 
 
 def ledger_section(task: str, ledger: dict | None) -> list[str]:
-    """The source's claims (claims/<task>.yaml), each with the source's number, ours and the
-    verdict; its settings apart, folded."""
-    from arithrepro.claims import counts
-    from arithrepro.findings.base import verdict_word
+    """The source's claims (claims/<task>.yaml): the tested ones with the source's number, ours,
+    the verdict and its class, and the run sets it rests on; the untested folded by reason, the
+    settings folded."""
+    from arithrepro.claims import REASONS, counts
+    from arithrepro.findings.base import UNTESTED
 
     if not ledger:
         return []
     src, rows = ledger["source"], ledger["claims"]
-    judged = [r for r in rows if r["outcome"] is not None]
+    judged = [r for r in rows if r["outcome"] not in (None, UNTESTED)]
     lines = [f"### The source's claims: {src['title']}", "",
              f"Source {src['file']} ([claims/{task}.yaml](../claims/{task}.yaml)): "
-             f"{src['carries']} Of its {len(judged)} claims: {counts_words(counts(rows))}.", "",
-             "| claim | in the source | the source's number | "
-             "ours (this page's runs, or a named target's) | verdict |",
-             "|---|---|---|---|---|"]
-    for r in judged:
-        ours = r["ours"] or "–"
-        if r.get("via"):   # measured by a named target's runs, not this page's
-            ours = f"`make {r['via']}`: {ours}"
-        verdict = verdict_word(r) + (f": {r['why']}" if r["why"] else "")
-        lines.append(f"| {_cell(r['claim'])} | {_cell(r['where'])} | {_cell(r['source'])} | "
-                     f"{_cell(ours)} | {_cell(verdict)} |")
+             f"{src['carries']} Of its {sum(r['outcome'] is not None for r in rows)} claims: "
+             f"{counts_words(counts(rows))}.", ""]
+    if src.get("watched"):
+        w = src["watched"]
+        lines += [f"Seeds {', '.join(map(str, w['seeds']))} are watched: {w['why']}", ""]
+    if judged:
+        lines += ["| claim | in the source | the source's number | ours | verdict | run sets |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {_cell(r['claim'])} | {_cell(r['where'])} | {_cell(r['source'])} | "
+                  f"{_cell(r['ours'] or '–')} | {_cell(verdict_cell(r))} | {_cell(runs_cell(r))} |"
+                  for r in judged]
+    for reason, words in REASONS.items():
+        left = [r for r in rows if r["outcome"] == UNTESTED and r.get("reason") == reason]
+        if left:
+            lines += ["", f"<details><summary>Not tested here, {words} ({len(left)})</summary>",
+                      "", "| claim | in the source | the source's number | why, and what it would take |",
+                      "|---|---|---|---|"]
+            lines += [f"| {_cell(r['claim'])} | {_cell(r['where'])} | {_cell(r['source'])} | "
+                      f"{_cell(r['why'])}"
+                      + (f" Beside: {_cell(runs_cell(r))}" if r.get("judged") else "") + " |"
+                      for r in left]
+            lines += ["", "</details>"]
     settings = [r for r in rows if r["outcome"] is None]
     if settings:
         lines += ["", f"<details><summary>The source's settings ({len(settings)}), and how "
@@ -181,16 +249,13 @@ def _cell(text: str) -> str:
 
 
 def findings_table(findings: list[dict]) -> list[str]:
-    """A task's findings as lines of a table: claim, the stated test, the verdict, what it
-    rests on."""
-    from arithrepro.findings.base import verdict_word
-
+    """A task's findings: the claim each checks and its stated test, which the ledger's rows
+    name; their verdicts stand on those rows, one per claim."""
     if not findings:
         return []
-    lines = ["| finding | test | verdict | measured |", "|---|---|---|---|"]
+    lines = ["| finding | claim | test |", "|---|---|---|"]
     for f in findings:
-        lines.append(f"| {f['claim']} | {f.get('test', f.get('target'))} | {verdict_word(f)} | "
-                     f"{f['measured']} |")
+        lines.append(f"| {f['id']} | {f['claim']} | {f.get('test', f.get('target'))} |")
     return [*lines, ""]
 
 
@@ -247,40 +312,96 @@ def _minutes(seconds: float) -> str:
 
 
 def claims_block(data: dict) -> str:
-    """The README's first-screen count of the sources' claims by verdict, per source."""
-    lines = [CLAIMS_START, ""]
-    total = data.get("claims")
-    if total:
-        lines += [f"The sources' claims, each tested on seeds no recipe was tuned on "
-                  f"([claims/](claims), [docs/results.md](docs/results.md)): "
-                  f"**{counts_words(total)}**; {total.get('settings', 0)} more are settings "
-                  "the project follows or departs from, each named.", "",
-                  "| source | reproduced | not reproduced | too close to call | not tested here |",
-                  "|---|---:|---:|---:|---:|"]
-        from arithrepro.claims import counts
-        from arithrepro.findings.base import OUTCOMES
+    """The README's first-screen count of the sources' claims by verdict and class, per source."""
+    from arithrepro.claims import SOURCE, STAND_IN, counts, total
+    from arithrepro.findings.base import (CLOSE, DIFFERS, NOT_REPRODUCED, REPRODUCED, SMALL,
+                                          UNTESTED)
 
+    lines = [CLAIMS_START, ""]
+    every = data.get("claims")
+    if every and _before_classes(data):
+        lines += _counted_before_classes(data)
+    elif every:
+        lines += [f"The sources' claims, each judged over seeds no recipe was tuned on, by a stated "
+                  f"test ([docs/verdicts.md](docs/verdicts.md); every row: [docs/results.md]"
+                  f"(docs/results.md), the ledger: [claims/](claims)): **{counts_words(every)}**; "
+                  f"{every.get('settings', 0)} more are settings the project follows or departs "
+                  "from, each named. A verdict at the source's setting ran the source's data, "
+                  "model and budget; one on a stand-in ran a smaller setting, named on its row.",
+                  "", "| source | reproduced (source's setting / stand-in) | not reproduced | "
+                  "too close to call | differs between machines | n too small | consistency "
+                  "checks | not tested here |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for task, t in data["tasks"].items():
             if "ledger" not in t:
                 continue
             c = counts(t["ledger"]["claims"])
+            split = lambda o: (f"{c[o].get(SOURCE, 0)} / {c[o].get(STAND_IN, 0)}")  # noqa: E731
             lines.append(f"| [{task}](docs/results.md#{task}): {t['ledger']['source']['title']} | "
-                         + " | ".join(str(c[o]) for o in OUTCOMES) + " |")
+                         f"{split(REPRODUCED)} | {split(NOT_REPRODUCED)} | {split(CLOSE)} | "
+                         f"{split(DIFFERS)} | {total(c, SMALL)} | {total(c, 'consistency')} | "
+                         f"{total(c, UNTESTED)} |")
         lines += ["", f"From {_where(data)}."]
     else:
         lines.append("No ledger judged yet: `make repro` writes it.")
     return "\n".join([*lines, "", CLAIMS_END])
 
 
+def _before_classes(data: dict) -> bool:
+    """A results.json written before verdicts had classes (its counts a number per outcome)."""
+    return any(isinstance(v, int) for k, v in data["claims"].items() if k != "settings")
+
+
+def _counted_before_classes(data: dict) -> list[str]:
+    """The README's count from a results.json written before verdict classes: its own counts,
+    said to be that, until `make repro` judges the claims again."""
+    c = data["claims"]
+    words = ", ".join(f"{c.get(o, 0)} {o}" for o in
+                      ("reproduced", "not reproduced", "too close to call", "not tested here"))
+    commits = ", ".join(str(x)[:7] for x in data["origin"]["commit"])
+    lines = [f"The sources' claims as the runs of commit {commits} were judged, before verdicts "
+             "had classes (at the source's setting, on a stand-in, consistency checks) and the "
+             f"rules of [docs/verdicts.md](docs/verdicts.md): **{words}**; {c.get('settings', 0)} "
+             "more are settings the project follows or departs from, each named "
+             "([claims/](claims), [docs/results.md](docs/results.md)). `make repro` judges them "
+             "again by those rules.", "",
+             "| source | reproduced | not reproduced | too close to call | not tested here |",
+             "|---|---:|---:|---:|---:|"]
+    for task, t in data["tasks"].items():
+        if "ledger" in t:
+            outcomes = [r["outcome"] for r in t["ledger"]["claims"]]
+            lines.append(f"| [{task}](docs/results.md#{task}): {t['ledger']['source']['title']} | "
+                         + " | ".join(str(outcomes.count(o)) for o in
+                                      ("reproduced", "not reproduced", "too close to call",
+                                       "not tested here")) + " |")
+    return [*lines, "", f"From {_where(data)}."]
+
+
 def source_study(data: dict) -> dict:
-    """docs/modular-source.json from the results (docs/results.json) of a workspace whose params
-    ran the modular-source target (sanity=source): where its runs ran, modular's cells, and the
-    verdicts of the claims that target tests."""
+    """docs/runsets/modular-source.json from the results (docs/results.json) of a workspace
+    whose params ran the modular-source target (sanity=source): where its runs ran, modular's
+    cells, the verdicts of the claims that target tests on the seeds that chose nothing, and
+    apart, on the source's seeds that were watched while a recipe was chosen."""
     if "modular-source" not in data.get("targets", []):
         raise ValueError("results.json: its params ran no modular-source target "
                          "(compose them with sanity=source)")
     modular = data["tasks"]["modular"]
-    tested = [c for c in modular.get("ledger", {}).get("claims", [])
-              if "modular-source" in c.get("profiles", []) and c.get("outcome")]
-    return {"target": "modular-source", "profile": data["profile"], "runs": data.get("runs"),
-            "origin": data["origin"], "cells": modular["cells"], "claims": tested}
+    ledger = modular.get("ledger", {})
+    watched = set((ledger.get("source", {}).get("watched") or {}).get("seeds", []))
+    seeds = sorted({int(s) for c in modular["cells"] for s in c.get("seeds", {})})
+
+    def judged(c: dict, seen: bool) -> dict | None:
+        j = next((j for j in c.get("judged") or [] if j["set"] == "modular-source"
+                  and bool(j.get("watched")) == seen), None)
+        return None if j is None else {"id": c["id"], "claim": c["claim"], **{
+            k: j.get(k) for k in ("outcome", "ours", "n", "why", "class")}}
+
+    tested = [c for c in ledger.get("claims", []) if "modular-source" in c.get("profiles", [])]
+    out = {"target": "modular-source", "task": "modular", "profile": data["profile"],
+           "runs": data.get("runs"), "origin": data["origin"], "cells": modular["cells"],
+           "seeds": [s for s in seeds if s not in watched],
+           "claims": [j for c in tested if (j := judged(c, False))]}
+    if watched & set(seeds):
+        out["watched"] = {"seeds": sorted(watched & set(seeds)),
+                          "claims": [j for c in tested if (j := judged(c, True))]}
+    return out

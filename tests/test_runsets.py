@@ -1,0 +1,126 @@
+"""The run sets a results page judges on (arithrepro/runsets.py): where their runs came from in
+words, records from other code refused or labelled, the watched seeds apart."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from arithrepro import runsets
+from arithrepro.io import ArtifactError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def git(*args) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_seeds_read_as_runs():
+    assert runsets.seed_words([104, 0, 42, 100, 101, 102, 103]) == "0, 42, 100-104"
+    assert runsets.seed_words([1, 2]) == "1, 2" and runsets.seed_words([]) == ""
+
+
+def test_where_words_name_commit_tree_machine_threads_and_seeds():
+    o = {"commit": "9d23111abc", "dirty": False, "cpu": "AMD EPYC", "cpu_capability": "AVX2",
+         "threads": 1, "versions": {"torch": "2.13.0+cpu"}}
+    assert runsets.where_words([o, o], [100, 101, 102]) == \
+        "commit 9d23111 (clean), AMD EPYC (AVX2), 1 thread, torch 2.13.0+cpu, seeds 100-102"
+    assert "with uncommitted changes" in runsets.where_words([dict(o, dirty=True)], [0])
+
+
+def test_other_code_is_named_and_the_pages_own_code_is_not():
+    head = git("rev-parse", "HEAD")
+    assert runsets.other_code("looped", [{"commit": head, "dirty": False}], root=ROOT) == ""
+    unknown = runsets.other_code("looped", [{"commit": "0" * 40, "dirty": False}], root=ROOT)
+    assert "not in this clone's history" in unknown
+    # a tree with uncommitted changes at another commit: its params may be all that changed,
+    # which counts for a carried file's runs and not for this workspace's own DVC outputs
+    parent = git("rev-parse", "HEAD~1")
+    dirty = [{"commit": parent, "dirty": True}]
+    if not runsets.other_code("looped", [{"commit": parent, "dirty": False}], root=ROOT):
+        assert "with uncommitted changes" in runsets.other_code("looped", dirty, root=ROOT)
+        assert runsets.other_code("looped", dirty, root=ROOT, uncommitted=False) == ""
+    first = git("rev-list", "--max-parents=0", "HEAD").split()[0]
+    old = runsets.other_code("looped", [{"commit": first, "dirty": False}], root=ROOT)
+    assert old.startswith(f"from commit {first[:7]}") and "of their stages' code differ" in old
+
+
+def test_the_pages_own_records_from_other_code_are_refused(monkeypatch):
+    monkeypatch.setattr(runsets, "other_code", lambda task, origins, **kw: "from commit 0000000: 3 files differ")
+    rows = pd.DataFrame([{"task": "looped", "model": "looped", "size": "notebook", "seed": 100}])
+    params = {"profile": "cpu", "claims": {"targets": []}}
+    with pytest.raises(ArtifactError, match=r"metrics/looped: records from commit 0000000"):
+        runsets.own("looped", rows, [{}], params, {"source": {}}, lambda some: [])
+
+
+def test_watched_seeds_are_a_run_set_of_their_own(monkeypatch):
+    monkeypatch.setattr(runsets, "other_code", lambda task, origins, **kw: "")
+    rows = pd.DataFrame([{"task": "modular", "model": "gpt-sin", "size": "sanity", "seed": s}
+                         for s in (0, 42, 100, 101)])
+    params = {"profile": "cpu", "claims": {"targets": ["modular-source"]}}
+    ledger = {"source": {"watched": {"seeds": [0, 42], "why": "w"}}}
+    sets = runsets.own("modular", rows, [{"commit": "abc"}], params, ledger,
+                       lambda some: sorted(some["seed"]))
+    deciding = [s for s in sets if not s.watched]
+    assert [s.name for s in deciding] == ["cpu", "modular-source"]
+    assert all(s.findings == [100, 101] and "seeds 100, 101" in s.where for s in deciding)
+    watched = [s for s in sets if s.watched]
+    assert [s.name for s in watched] == ["modular-source"] and watched[0].findings == [0, 42]
+
+
+def test_a_carried_file_on_watched_seeds_decides_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(runsets, "other_code", lambda task, origins: "from commit e8d635f: x")
+    path = tmp_path / "docs" / "runsets" / "modular-source.json"
+    path.parent.mkdir(parents=True)
+    origin = {"commit": ["e8d635f"], "dirty": [True], "cpu": ["Xeon"], "cpu_capability": ["AVX512"],
+              "threads": [1], "torch": ["2.13.0+cpu"]}
+    claim = {"id": "modular.a", "outcome": "reproduced", "ours": "o", "n": 5, "why": "w"}
+    path.write_text(json.dumps({"claims": [claim], "origin": origin, "cells": [
+        {"seeds": {"0": {}, "42": {}, "100": {}}}]}))
+    ledger = {"source": {"watched": {"seeds": [0, 42], "why": "w"}}}
+    (mixed,) = runsets.carried("modular", ["cpu"], ledger)
+    assert mixed.watched and "seeds 0, 42 watched" in mixed.where and mixed.other_code
+    # re-run at seeds 100-104, with 0 and 42 apart: the deciding set and the watched one
+    path.write_text(json.dumps({"claims": [claim], "origin": origin, "cells": [],
+                                "seeds": [100, 101, 102, 103, 104],
+                                "watched": {"seeds": [0, 42], "claims": [dict(claim, n=2)]}}))
+    deciding, watched = runsets.carried("modular", ["cpu"], ledger)
+    assert not deciding.watched and deciding.carried["modular.a"]["n"] == 5
+    assert watched.watched and watched.carried["modular.a"]["n"] == 2
+    assert runsets.carried("modular", ["cpu", "modular-source"], ledger) == []
+    assert runsets.carried("expr", ["cpu"], ledger) == []
+
+
+def test_the_measured_estimate_per_task(tmp_path):
+    path = tmp_path / "estimate.json"
+    path.write_text(json.dumps({"gpu": "NVIDIA H200", "profiles": {"paper": [
+        {"task": "expr", "total_s": 3600.0}, {"task": "expr", "total_s": 1800.0},
+        {"task": "looped", "total_s": 60.0}]}}))
+    assert runsets.estimate(path) == {"device": "NVIDIA H200",
+                                      "tasks": {"expr": 5400.0, "looped": 60.0}}
+    assert runsets.estimate(tmp_path / "none.json") == {}
+
+
+def test_a_crosscheck_of_the_same_profile_is_a_run_set_of_its_setting(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(runsets, "other_code", lambda task, origins: "")
+    folder = tmp_path / "docs" / "crosscheck"
+    folder.mkdir(parents=True)
+    finding = {"id": "looped.generalizes", "outcome": "reproduced", "measured": "m", "n": 5}
+    record = {"setting": {"capability": "default", "threads": 1, "set": []}, "profile": "cpu",
+              "origin": {"machine": ["AMD EPYC"], "cpu_capability": ["DEFAULT"], "threads": ["1"]},
+              "tasks": {"looped": {"findings": [finding], "commit": "9d23111", "seeds": [100, 101]}}}
+    (folder / "default-t1.json").write_text(json.dumps(record))
+    (folder / "old.json").write_text(json.dumps({**record, "profile": None}))   # before profiles
+    ledger = {"claims": [{"id": "looped.looped-generalizes", "test": {"finding": "looped.generalizes"}},
+                         {"id": "looped.other", "test": {"finding": "looped.beats-standard"}}]}
+    (one,) = runsets.crosschecks("looped", "cpu", ledger)
+    assert one.name == "cpu" and one.setting == "default-t1"
+    assert set(one.carried) == {"looped.looped-generalizes"}
+    assert one.where == "commit 9d23111 (clean), AMD EPYC (DEFAULT), 1 thread, seeds 100, 101"
+    assert runsets.crosschecks("looped", "paper", ledger) == []
