@@ -31,7 +31,7 @@ def own(task: str, rows, origins: list[dict], params: dict, ledger: dict, judge)
     watched = set((ledger["source"].get("watched") or {}).get("seeds", []))
     seeds = set(rows["seed"]) if len(rows) else set()
     kept = rows[~rows["seed"].isin(watched)] if len(rows) else rows
-    other = other_code(task, origins, uncommitted=False)
+    other = other_code(task, origins, uncommitted=False, unknown=False)
     if other:
         raise ArtifactError(f"metrics/{task}", f"records {other}; re-run `arithrepro repro` (or "
                             "`dvc repro`) so that they come from this code")
@@ -161,12 +161,14 @@ def seed_words(seeds) -> str:
 
 
 def other_code(task: str, origins: list[dict], root: Path = Path("."),
-               uncommitted: bool = True) -> str:
+               uncommitted: bool = True, unknown: bool = True) -> str:
     """Words saying how the runs' code differs from HEAD's in the files the task's run stages
-    depend on ('' when it does not, or when there is no history to compare); a commit this clone
-    does not hold reads as other code, and so, where `uncommitted`, does a tree with uncommitted
-    changes at another commit (a record's `dirty` counts params too: this workspace's own DVC
-    outputs, whose code DVC compares itself, pass False)."""
+    depend on ('' when it does not, or when there is no history to compare). Where `unknown`, a
+    commit this clone does not hold reads as other code, and where `uncommitted`, a tree with
+    uncommitted changes at another commit. This workspace's own DVC outputs, whose code DVC
+    compares itself, pass False for both: a record's `dirty` counts params too, and its commit is
+    that of the checkout the package was installed from, which a copy of the workspace (a
+    cluster job's, a test's) does not hold."""
     head = _git(root, "rev-parse", "HEAD")
     if head is None:
         return ""
@@ -176,20 +178,21 @@ def other_code(task: str, origins: list[dict], root: Path = Path("."),
                                           if o.get("commit") and not head.startswith(o["commit"]))
     others = [c for c in commits if not head.startswith(c)]
     files = code_files(task, root) if others else []
-    changed, unknown = set(), []
+    changed, missing = set(), []
     for c in others:
         if _git(root, "cat-file", "-e", f"{c}^{{commit}}") is None:
-            unknown.append(c[:7])
+            missing.append(c[:7])
             continue
         diff = _git(root, "diff", "--name-only", c, head, "--", *files)
         changed |= set((diff or "").split())
-    if not changed and not unknown and not dirty_elsewhere:
+    missing = missing if unknown else []
+    if not changed and not missing and not dirty_elsewhere:
         return ""
     said = [f"from commit {', '.join(c[:7] for c in commits)}"]
     if dirty_elsewhere:
         said.append("with uncommitted changes")
-    if unknown:
-        said.append(f"{', '.join(unknown)} not in this clone's history")
+    if missing:
+        said.append(f"{', '.join(missing)} not in this clone's history")
     if changed:
         names = sorted(changed)
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")

@@ -37,6 +37,9 @@ def test_other_code_is_named_and_the_pages_own_code_is_not():
     assert runsets.other_code("looped", [{"commit": head, "dirty": False}], root=ROOT) == ""
     unknown = runsets.other_code("looped", [{"commit": "0" * 40, "dirty": False}], root=ROOT)
     assert "not in this clone's history" in unknown
+    # a copy of the workspace without its history (a test's, a cluster job's) made its own
+    assert runsets.other_code("looped", [{"commit": "0" * 40, "dirty": False}], root=ROOT,
+                              unknown=False) == ""
     # a tree with uncommitted changes at another commit: its params may be all that changed,
     # which counts for a carried file's runs and not for this workspace's own DVC outputs
     parent = git("rev-parse", "HEAD~1")
