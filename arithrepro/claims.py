@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arithrepro.findings.base import DIFFERS, UNTESTED, outcome
+from arithrepro.findings.base import DIFFERS, UNTESTED
 
 LEDGER = Path("claims")
 KINDS = ("number", "comparison", "trend", "threshold", "qualitative", "question", "setting")
@@ -43,6 +43,11 @@ STAND_IN_MAX = 160   # characters: one short sentence
 
 class LedgerError(ValueError):
     """A ledger file that does not follow the schema: one line naming the file and the key."""
+
+
+def watched_seeds(source: dict) -> set[int]:
+    """The seeds a ledger's source block names as watched while a recipe was chosen."""
+    return set((source.get("watched") or {}).get("seeds", []))
 
 
 def path(task: str) -> Path:
@@ -334,7 +339,7 @@ def decide(judged: list[dict]) -> dict:
 
 def _against(c: dict, t: dict, rows) -> dict:
     from arithrepro import stats
-    from arithrepro.findings.base import values
+    from arithrepro.findings.base import Part, each, values
 
     value = _value(c)
     try:
@@ -351,10 +356,8 @@ def _against(c: dict, t: dict, rows) -> dict:
                       scale=t.get("scale", scale_of(t["metric"])), band=band)
     rule = (f"inside [{_num(band[0])}, {_num(band[1])}] ({t['band_why']})" if band else
             f"within ± {t['tolerance']:g} of {value:g} ({t['tolerance_why']})")
-    words = f"{t['metric']}, {cell}: {a.words()}"
-    if a.outcome in (stats.CLOSE, stats.SMALL) and a.needed:
-        words += f". To decide: {a.needed}"
-    return {"outcome": outcome(a.outcome), "ours": words, "n": a.n, "why": rule}
+    v = each([Part(f"{t['metric']}, {cell}", a, a.n, 1, "")], "")
+    return {"outcome": v.outcome, "ours": v.measured, "n": v.n, "why": rule}
 
 
 def counts(judged: list[dict]) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from arithrepro.claims import RunSet
+from arithrepro.claims import RunSet, watched_seeds
 from arithrepro.io import ArtifactError
 
 CARRIED = {"modular-source": Path("docs/runsets/modular-source.json")}
@@ -28,7 +28,7 @@ def own(task: str, rows, origins: list[dict], params: dict, ledger: dict, judge)
     and each target the params run), the watched seeds apart. `judge(rows)`: the task's
     findings on some rows. ArtifactError when the records come from other code."""
     names = [params["profile"], *params["claims"]["targets"]]
-    watched = set((ledger["source"].get("watched") or {}).get("seeds", []))
+    watched = watched_seeds(ledger["source"])
     seeds = set(rows["seed"]) if len(rows) else set()
     kept = rows[~rows["seed"].isin(watched)] if len(rows) else rows
     other = other_code(task, origins, uncommitted=False, unknown=False)
@@ -50,7 +50,7 @@ def carried(task: str, names: list[str], ledger: dict) -> list[RunSet]:
     ledger's watched ones is itself reported as watched: it decides nothing."""
     from arithrepro.io import read_json
 
-    watched = set((ledger["source"].get("watched") or {}).get("seeds", []))
+    watched = watched_seeds(ledger["source"])
     out = []
     for target, path in CARRIED.items():
         if target in names or not path.is_file():
@@ -118,25 +118,19 @@ def _verdicts(claims: list[dict]) -> dict:
 
 def where_words(origins: list[dict], seeds: list[int]) -> str:
     """'commit 9d23111 (clean), AMD EPYC (AVX2), 1 thread, torch 2.13.0+cpu, seeds 100-104'."""
-    def values(get):
-        return sorted({str(v) for o in origins if (v := get(o)) is not None})
+    from arithrepro.report.results import origin
 
-    origin = {"commit": values(lambda o: o.get("commit")),
-              "dirty": sorted({o.get("dirty") for o in origins}, key=str),
-              "cpu": values(lambda o: o.get("gpu") or o.get("cpu")),
-              "cpu_capability": values(lambda o: o.get("cpu_capability")),
-              "threads": values(lambda o: o.get("threads")),
-              "torch": values(lambda o: (o.get("versions") or {}).get("torch"))}
-    return _origin_words(origin, seeds)
+    return _origin_words(origin(origins), seeds)
 
 
 def _origin_words(o: dict, seeds: list[int]) -> str:
-    commits = ", ".join(str(c)[:7] for c in o.get("commit", [])) or "no commit"
+    def joined(key: str, sep: str = " / ") -> str:
+        return sep.join(str(v) for v in o.get(key, []) if v is not None)
+
+    commits = ", ".join(str(c)[:7] for c in o.get("commit", []) if c) or "no commit"
     tree = "with uncommitted changes" if True in o.get("dirty", []) else "clean"
-    machine = " / ".join(map(str, o.get("cpu", []))) or "an unrecorded machine"
-    cap = " / ".join(map(str, o.get("cpu_capability", [])))
-    threads = " / ".join(map(str, o.get("threads", [])))
-    torch = " / ".join(map(str, o.get("torch", [])))
+    machine = joined("cpu") or "an unrecorded machine"
+    cap, threads, torch = joined("cpu_capability"), joined("threads"), joined("torch")
     parts = [f"commit {commits} ({tree})", machine + (f" ({cap})" if cap else "")]
     if threads:
         parts.append(f"{threads} thread{'' if threads == '1' else 's'}")

@@ -55,7 +55,7 @@ def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
     from arithrepro.claims import counts
 
     judged = [c for t in tasks.values() for c in t.get("ledger", {}).get("claims", [])]
-    return {"profile": profile, "runs": int(len(df)), "origin": _origin(origins),
+    return {"profile": profile, "runs": int(len(df)), "origin": origin(origins),
             "claims": counts(judged),
             "seconds": {k: float(df[k].sum()) for k in ("train_seconds", "eval_seconds")
                         if k in df},
@@ -66,8 +66,8 @@ def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
             "tasks": tasks}
 
 
-def _origin(origins: list[dict]) -> dict:
-    """Where the runs ran: each field's values over the records (one, if all agree)."""
+def origin(origins: list[dict]) -> dict:
+    """Where runs ran, from their records' provenance: each field's values (one, if all agree)."""
     fields = {"commit": lambda o: o.get("commit"), "dirty": lambda o: o.get("dirty"),
               "cpu": lambda o: o.get("gpu") or o.get("cpu"),
               "cpu_capability": lambda o: o.get("cpu_capability"),
@@ -387,7 +387,9 @@ def source_study(data: dict) -> dict:
                          "(compose them with sanity=source)")
     modular = data["tasks"]["modular"]
     ledger = modular.get("ledger", {})
-    watched = set((ledger.get("source", {}).get("watched") or {}).get("seeds", []))
+    from arithrepro.claims import watched_seeds
+
+    watched = watched_seeds(ledger.get("source", {}))
     seeds = sorted({int(s) for c in modular["cells"] for s in c.get("seeds", {})})
 
     def judged(c: dict, seen: bool) -> dict | None:
