@@ -173,3 +173,79 @@ def test_the_quote_rule_finds_a_second_quote():
     assert quotes(text, QUOTED["the cpu profile's wall time"][0])
     assert not quotes("The smoke pipeline is fast.\n\nIt ran in 117 s.",
                       QUOTED["the smoke pipeline's wall time"][0])
+
+
+def pipeline_outputs() -> set[str]:
+    """Every path dvc.yaml names as a stage's output."""
+    import yaml
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    outs = set()
+    for stage in stages.values():
+        body = stage.get("do", stage)
+        for out in body.get("outs", []):
+            outs.add(next(iter(out)) if isinstance(out, dict) else out)
+    return outs
+
+
+def broken_links(page: Path, tracked: set[str], written: set[str]) -> list[str]:
+    """The relative links of a page that lead nowhere in a fresh clone: to no tracked file or
+    folder, or to a file the pipeline writes without the words "the pipeline writes it" beside
+    the link (so a reader who finds no file knows why)."""
+    text = re.sub(r"(?<!\n)\n(?!\n)", " ", page.read_text())
+    out = []
+    for m in re.finditer(r"\]\(([^)\s]+)\)", text):
+        target = m.group(1).split("#", 1)[0]
+        if not target or re.match(r"[a-z]+:", target):
+            continue
+        path = (page.parent / target).resolve().relative_to(ROOT).as_posix()
+        if path in tracked or any(t.startswith(path + "/") for t in tracked):
+            continue
+        beside = text[m.end():m.end() + 80].split("](", 1)[0]   # up to the next link
+        if path in written and "the pipeline writes it" in beside:
+            continue
+        out.append(f"{page.relative_to(ROOT)}: ({m.group(1)})")
+    return out
+
+
+def test_every_relative_link_resolves_in_a_fresh_clone():
+    import subprocess
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                                 check=True).stdout.split())
+    written = pipeline_outputs()
+    bad = [b for p in [ROOT / "README.md", *DOCS.glob("*.md")]
+           for b in broken_links(p, tracked, written)]
+    assert not bad, bad
+
+
+def test_the_link_rule_finds_a_dead_link_and_an_unexplained_output(monkeypatch):
+    page = DOCS / "x.md"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k:
+                        "[a](abacus.md) [b](gone.md) [c](../metrics/expr.md) [d](https://x.org)\n"
+                        "[e](../metrics/looped.md) (the pipeline writes it)")
+    found = broken_links(page, {"docs/abacus.md"}, {"metrics/expr.md", "metrics/looped.md"})
+    assert found == ["docs/x.md: (gone.md)", "docs/x.md: (../metrics/expr.md)"]
+
+
+def named_commands(text: str, tool: str) -> set[str]:
+    """The subcommands of `tool` that a page's code spans and code blocks run."""
+    code = " ".join(re.findall(r"```.*?```|`[^`\n]+`", text, flags=re.S))
+    return set(re.findall(rf"(?<![\w/.-]){tool} ([a-z][a-z-]*)", code))
+
+
+def test_every_command_the_docs_name_exists():
+    """`arithrepro <command>` and `make <target>` in README and docs: each one the CLI or the
+    Makefile has."""
+    from arithrepro.cli import COMMANDS
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, flags=re.M))
+    pages = [ROOT / "README.md", *DOCS.glob("*.md")]
+    missing = {f"{p.relative_to(ROOT)}: {tool} {name}"
+               for p in pages for tool, known in (("arithrepro", COMMANDS), ("make", targets))
+               for name in named_commands(p.read_text(), tool) - set(known)}
+    assert not missing, sorted(missing)
+
+
+def test_the_command_rule_reads_code_only():
+    text = "Run `arithrepro repro` or\n```bash\narithrepro gone --x\nmake test\n```\narithrepro prose"
+    assert named_commands(text, "arithrepro") == {"repro", "gone"}
+    assert named_commands(text, "make") == {"test"}
