@@ -156,14 +156,21 @@ COMPUTE = {"modular": {"studies": {"compute": {"budgets": [0.25, 1.0]}}}}
 
 
 def modular_rows(val=1.0, late=2000, gpt_fit=80, lstm_fit=300, data_gain=0.3, size_gain=500,
-                 small_batch_gain=0.2, decay_gain=300, ternary_lag=400):
+                 small_batch_gain=0.2, decay_gain=300, ternary_lag=400, gpt_val_lag=500,
+                 gpt_loss_gap=0.003, gpt_acc_gap=0.02, gpt_dt_lead=600):
+    """Records of every modular study whose findings all hold at the defaults; a gap or lag of
+    the other sign makes its finding fail."""
     rows = []
     for seed in SEEDS:
         j = jitter(seed)
         for m, fit in (("lstm-std", lstm_fit), ("gpt-sin", gpt_fit)):
             base = {"task": "modular", "model": m, "seed": seed}
-            rows.append({**base, "size": "sanity", "val_acc": min(val + j, 1.0),
-                         "train_acc_step": fit + 10 * seed, "val_acc_step": fit + late + 10 * seed})
+            gpt = m == "gpt-sin"
+            rows.append({**base, "size": "sanity", "val_acc": min(val + j, 1.0) - gpt * gpt_acc_gap,
+                         "train_acc_step": fit + 10 * seed,
+                         "val_acc_step": fit + late + gpt * gpt_val_lag + 10 * seed,
+                         "val_loss": 0.002 + abs(j) / 100 + gpt * gpt_loss_gap,
+                         "dt_loss_steps": 10 * seed - gpt * gpt_dt_lead})
             for r, gain in ((0.3, 0.0), (0.7, data_gain)):
                 rows.append({**base, "size": f"data.r{r}", "r_train": r, "val_acc": 0.5 + gain + j})
             for L, d, lag in ((1, 64, size_gain), (2, 128, 0)):
@@ -188,7 +195,8 @@ def test_modular_holds():
 def test_modular_fails():
     got = check("modular", modular_rows(val=0.5, late=-50, gpt_fit=400, data_gain=-0.3,
                                         size_gain=-500, small_batch_gain=-0.2, decay_gain=-300,
-                                        ternary_lag=-300), COMPUTE)
+                                        ternary_lag=-300, gpt_val_lag=-500, gpt_loss_gap=-0.001,
+                                        gpt_acc_gap=-0.02, gpt_dt_lead=-600), COMPUTE)
     # two models' sign-flip tests over 5 runs (p ≥ 1/32) cannot survive Holm's correction
     assert got.pop("modular.orders") == CLOSE
     assert set(got.values()) == {NOT_REPRODUCED}, got
@@ -236,8 +244,14 @@ CHARLM = {"charlm": {"architectures": {
     "transformer-8": {"model": "nanogpt", "d_model": 128, "heads": 4, "layers": 8}}}}
 
 
+def charlm_checks(rows, params) -> dict:
+    """charlm's outcomes, less the GRU demo's (no record read: tested apart, below)."""
+    return {k: v for k, v in check("charlm", rows, params).items()
+            if not k.startswith("charlm.gru-demo")}
+
+
 def test_charlm_holds():
-    assert set(check("charlm", charlm_rows(), CHARLM).values()) == {REPRODUCED}
+    assert set(charlm_checks(charlm_rows(), CHARLM).values()) == {REPRODUCED}
 
 
 def test_charlm_fails():
@@ -245,8 +259,8 @@ def test_charlm_fails():
     other = {"charlm": {"architectures": {
         name: {**spec, "layers": spec["layers"] + 1}
         for name, spec in CHARLM["charlm"]["architectures"].items()}}}
-    got = check("charlm", charlm_rows(s20_gap=0.3, s100_gap=-0.2, t8_gain=-0.1, t1_gap=0.3,
-                                      s100_shift=0.5, ratio=(1.0, 1.0)), other)
+    got = charlm_checks(charlm_rows(s20_gap=0.3, s100_gap=-0.2, t8_gain=-0.1, t1_gap=0.3,
+                                    s100_shift=0.5, ratio=(1.0, 1.0)), other)
     assert set(got.values()) == {NOT_REPRODUCED}, got
 
 
@@ -288,3 +302,47 @@ def test_every_finding_has_a_unique_id_of_its_task():
     ({"holds": True}, "reproduced"), ({"holds": None}, "not tested here")])
 def test_verdict_words(f, word):
     assert verdict_word(f) == word and word.strip("*") in OUTCOMES
+
+
+# --- charlm's GRU demo -------------------------------------------------------------------------
+
+def demo_outcomes() -> dict:
+    from arithrepro.findings import gru_demo
+    return {f.id: f.check(pd.DataFrame(), {}) for f in gru_demo.FINDINGS}
+
+
+def test_the_gru_demo_answers_read_on_the_cell():
+    got = demo_outcomes()
+    assert {k: v.outcome for k, v in got.items()} == {
+        "charlm.gru-demo-sum": REPRODUCED, "charlm.gru-demo-same-way": REPRODUCED,
+        "charlm.gru-demo-difference": REPRODUCED, "charlm.gru-demo-memory": REPRODUCED,
+        "charlm.gru-demo-pure-input": REPRODUCED,
+        # the difference and memory settings lean less on the old state at control 0
+        "charlm.gru-demo-control-zero": NOT_REPRODUCED}
+    assert "difference: along the input 0.45 → 0.24, along the state 0.45 → 0.41 (not so)" in \
+        got["charlm.gru-demo-control-zero"].measured
+
+
+def test_a_gru_cell_off_the_source_equations_fails_every_demo_check(monkeypatch):
+    from arithrepro.models.recurrent import GRUCell
+
+    def no_reset(self, xw, h, keep=None):   # n = tanh(W_n x + U_n h): the reset gate dropped
+        d, hu = self.d, h @ self.U.weight.t()
+        z = (xw[:, d:2 * d] + hu[:, d:2 * d]).sigmoid()
+        n = (xw[:, 2 * d:] + hu[:, 2 * d:]).tanh()
+        return (1 - z) * n + z * h, None
+
+    monkeypatch.setattr(GRUCell, "step", no_reset)
+    got = demo_outcomes()
+    assert {v.outcome for v in got.values()} == {NOT_REPRODUCED}
+    assert all("departs from the source's GRU equations" in v.measured for v in got.values())
+
+
+def test_a_demo_setting_that_does_not_do_what_the_answer_says_fails(monkeypatch):
+    from arithrepro.findings import gru_demo
+
+    monkeypatch.setitem(gru_demo.CONFIGS, "memory", gru_demo.DEFAULT)        # update still -3
+    monkeypatch.setitem(gru_demo.CONFIGS, "pure input", gru_demo.Weights(reset=1.0))
+    got = demo_outcomes()
+    assert got["charlm.gru-demo-memory"].outcome == NOT_REPRODUCED
+    assert got["charlm.gru-demo-pure-input"].outcome == NOT_REPRODUCED

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from arithrepro import stats
+from arithrepro.findings import gru_demo
 from arithrepro.findings.base import (NOT_REPRODUCED, REPRODUCED, Finding, Part, Verdict, each,
                                      missing, values)
 
@@ -140,4 +141,5 @@ FINDINGS = (
             + _ALIKE.format(alike_bpc("transformer-1", "gru", "s100"),
                             SCATTER[("transformer-1", "s100")]),
             _bpc("transformer-1", "gru", "s100", alike=True)),
+    *gru_demo.FINDINGS,
 )

@@ -53,14 +53,19 @@ def _late(g, params):
                  stats.paired(g["val_acc_step"], g["train_acc_step"]), len(g), 1, " steps")]
 
 
-def _gpt_fits_faster(rows, params):
-    """The GPT reaches its best training accuracy in fewer steps than the LSTM (sanity)."""
-    sub = _study(rows, "sanity")
-    lstm, gpt = (values(sub, "train_acc_step", model=m) for m in ("lstm-std", "gpt-sin"))
-    if not lstm or not gpt:
-        return missing("both models in the sanity study")
-    return each([Part("t_f(A_train), LSTM − GPT", stats.compare(lstm, gpt),
-                      min(len(lstm), len(gpt)), 1, " steps")], "")
+def _between_models(metric: str, ahead: str, label: str, scale: float = 1, unit: str = ""):
+    """A sanity-study check: the `ahead` model's `metric` above the other model's, over seeds
+    (exact permutation test, one-sided); `label` names the difference, ahead's first."""
+    def check(rows, params):
+        sub = _study(rows, "sanity")
+        runs = {m: values(sub, metric, model=m) for m in ("lstm-std", "gpt-sin")}
+        if not all(runs.values()):
+            return missing("both models in the sanity study")
+        behind = next(m for m in runs if m != ahead)
+        return each([Part(label, stats.compare(runs[ahead], runs[behind]),
+                          min(map(len, runs.values())), scale, unit)], "")
+
+    return check
 
 
 def _swept(key: str, metric: str, lower_is_better: bool, name: str):
@@ -121,7 +126,32 @@ FINDINGS = (
             _per_model("sanity", _late)),
     Finding("modular.gpt-fits-faster", "the GPT memorizes the training set sooner than the LSTM",
             "t_f(A_train), LSTM − GPT in the sanity study: exact permutation test over seeds, "
-            "one-sided, p ≤ 0.05", _gpt_fits_faster),
+            "one-sided, p ≤ 0.05",
+            _between_models("train_acc_step", "lstm-std", "t_f(A_train), LSTM − GPT",
+                            unit=" steps")),
+    Finding("modular.lstm-generalizes-sooner",
+            "the LSTM reaches its best validation accuracy sooner than the GPT",
+            "t_f(A_val), GPT − LSTM in the sanity study: exact permutation test over seeds, "
+            "one-sided, p ≤ 0.05",
+            _between_models("val_acc_step", "gpt-sin", "t_f(A_val), GPT − LSTM",
+                            unit=" steps")),
+    Finding("modular.lstm-lower-val-loss",
+            "the LSTM reaches a lower validation loss than the GPT",
+            "L_val, GPT − LSTM in the sanity study: exact permutation test over seeds, one-sided, "
+            "p ≤ 0.05",
+            _between_models("val_loss", "gpt-sin", "L_val, GPT − LSTM", unit=" nats")),
+    Finding("modular.lstm-higher-val-acc",
+            "the LSTM reaches a higher validation accuracy than the GPT",
+            "A_val, LSTM − GPT in the sanity study: exact permutation test over seeds, one-sided, "
+            "p ≤ 0.05",
+            _between_models("val_acc", "lstm-std", "A_val, LSTM − GPT", 100, " points")),
+    Finding("modular.gpt-val-loss-first",
+            "the GPT's validation loss bottoms out earlier, relative to its training loss, than "
+            "the LSTM's",
+            "Δt(L) = t_f(L_val) − t_f(L_train), LSTM − GPT in the sanity study: exact permutation "
+            "test over seeds, one-sided, p ≤ 0.05",
+            _between_models("dt_loss_steps", "lstm-std", "Δt(L), LSTM − GPT",
+                            unit=" steps")),
     Finding("modular.data", "more training data generalizes better",
             "each model: A_val at the largest r_train − at the smallest: exact permutation test "
             "over seeds, one-sided, p ≤ 0.05",
