@@ -157,7 +157,8 @@ COMPUTE = {"modular": {"studies": {"compute": {"budgets": [0.25, 1.0]}}}}
 
 def modular_rows(val=1.0, late=2000, gpt_fit=80, lstm_fit=300, data_gain=0.3, size_gain=500,
                  small_batch_gain=0.2, decay_gain=300, ternary_lag=400, gpt_val_lag=500,
-                 gpt_loss_gap=0.003, gpt_acc_gap=0.02, gpt_dt_lead=600):
+                 gpt_loss_gap=0.003, gpt_acc_gap=0.02, gpt_dt_lead=600, depth_gain=0.1,
+                 batch_loss_gap=0.2, budget_loss_gap=0.3, decay_score_gain=0.1):
     """Records of every modular study whose findings all hold at the defaults; a gap or lag of
     the other sign makes its finding fail."""
     rows = []
@@ -173,18 +174,24 @@ def modular_rows(val=1.0, late=2000, gpt_fit=80, lstm_fit=300, data_gain=0.3, si
                          "dt_loss_steps": 10 * seed - gpt * gpt_dt_lead})
             for r, gain in ((0.3, 0.0), (0.7, data_gain)):
                 rows.append({**base, "size": f"data.r{r}", "r_train": r, "val_acc": 0.5 + gain + j})
-            for L, d, lag in ((1, 64, size_gain), (2, 128, 0)):
+            for L, d, lag in ((1, 64, size_gain), (2, 64, size_gain / 2),
+                              (1, 128, size_gain / 2), (2, 128, 0)):
                 rows.append({**base, "size": f"size.L{L}d{d}", "layers": L, "d_model": d,
-                             "val_acc_step": 1000 + lag + 10 * seed})
+                             "val_acc_step": 1000 + lag + 10 * seed,
+                             "val_acc": 0.6 + (L - 1) * depth_gain + j})
             for B, gain in ((32, small_batch_gain), (512, 0.0)):
+                loss = 0.5 + (B == 512) * batch_loss_gap + abs(j)
                 rows.append({**base, "size": f"compute.B{B}", "batch_size": B,
-                             "a0.25_val_acc": 0.5 + gain + j})
+                             "a0.25_val_acc": 0.5 + gain + j,
+                             "a0.25_val_loss": loss + budget_loss_gap, "a1_val_loss": loss})
             rows.append({**base, "size": "orders", "o2_val_acc_step": 500 + 10 * seed,
                          "o3_val_acc_step": 500 + ternary_lag + 10 * seed})
         for wd, lag, norm in ((0.25, decay_gain, 40.0), (1.0, 0, 40.0 - decay_gain / 30)):
             rows.append({"task": "modular", "model": "lstm-std", "seed": seed,
                          "size": f"regularization.wd{wd}", "weight_decay": wd,
-                         "val_acc_step": 2000 + lag + 10 * seed, "param_norm": norm + j})
+                         "val_acc_step": 2000 + lag + 10 * seed, "param_norm": norm + j,
+                         "val_loss": 0.5 - (wd == 1.0) * decay_score_gain + abs(j),
+                         "val_acc": 0.7 + (wd == 1.0) * decay_score_gain + j})
     return rows
 
 
@@ -196,7 +203,9 @@ def test_modular_fails():
     got = check("modular", modular_rows(val=0.5, late=-50, gpt_fit=400, data_gain=-0.3,
                                         size_gain=-500, small_batch_gain=-0.2, decay_gain=-300,
                                         ternary_lag=-300, gpt_val_lag=-500, gpt_loss_gap=-0.001,
-                                        gpt_acc_gap=-0.02, gpt_dt_lead=-600), COMPUTE)
+                                        gpt_acc_gap=-0.02, gpt_dt_lead=-600, depth_gain=-0.1,
+                                        batch_loss_gap=-0.2, budget_loss_gap=-0.3,
+                                        decay_score_gain=-0.1), COMPUTE)
     # two models' sign-flip tests over 5 runs (p ≥ 1/32) cannot survive Holm's correction
     assert got.pop("modular.orders") == CLOSE
     assert set(got.values()) == {NOT_REPRODUCED}, got
@@ -219,7 +228,8 @@ def test_modular_studies_without_runs_are_not_tested():
     rows = [r for r in modular_rows() if r["size"] == "sanity"]
     got = check("modular", rows, COMPUTE)
     assert [got[k] for k in ("modular.data", "modular.orders", "modular.size",
-                             "modular.compute", "modular.decay")] == [UNTESTED] * 5
+                             "modular.gpt-depth", "modular.compute", "modular.compute-val-loss",
+                             "modular.decay-scores", "modular.decay")] == [UNTESTED] * 8
 
 
 # --- charlm ------------------------------------------------------------------------------------

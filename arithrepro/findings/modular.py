@@ -76,10 +76,11 @@ def _swept(key: str, metric: str, lower_is_better: bool, name: str):
         a, b = g[g[key] == hi][metric].dropna(), g[g[key] == lo][metric].dropna()
         c = stats.compare(b, a) if lower_is_better else stats.compare(a, b)
         first, second = (lo, hi) if lower_is_better else (hi, lo)
-        counted = "step" in metric or "norm" in metric
+        scale, unit = next(v for k, v in (("step", (1, " steps")), ("loss", (1, " nats")),
+                                          ("norm", (1, "")), ("", (100, " points")))
+                           if k in metric)
         return [Part(f"{name} at {key} {first:g} − at {second:g}", c, min(len(a), len(b)),
-                     1 if counted else 100, " steps" if "step" in metric else "" if counted
-                     else " points")]
+                     scale, unit)]
 
     return judge
 
@@ -105,6 +106,42 @@ def _compute(g, params):
     a, b = g[g["batch_size"] == lo][col], g[g["batch_size"] == hi][col]
     return [Part(f"A_val within α = {alpha:g}, B {lo} − B {hi}", stats.compare(a, b),
                  min(len(a), len(b)), unit=" points")]
+
+
+def _depth(g, params):
+    """At each width, the deepest GPT above the shallowest in A_val."""
+    g = g[g["model"] == "gpt-sin"]
+    parts = []
+    for d, at in g.groupby("d_model"):
+        lo, hi = at["layers"].min(), at["layers"].max()
+        if lo == hi:
+            continue
+        a, b = at[at["layers"] == hi]["val_acc"], at[at["layers"] == lo]["val_acc"]
+        parts.append(Part(f"A_val at d {int(d)}, L {int(hi)} − L {int(lo)}", stats.compare(a, b),
+                          min(len(a), len(b)), unit=" points"))
+    return parts
+
+
+def _compute_loss(g, params):
+    """L_val within α·T: at the smallest α, the largest B above the smallest; at the smallest
+    B, the smallest α above the largest."""
+    budgets = sorted(peek(params, "modular", "studies", "compute", "budgets") or [])
+    if len(budgets) < 2:
+        return []
+    lo_a, hi_a = budgets[0], budgets[-1]
+    lo_b, hi_b = g["batch_size"].min(), g["batch_size"].max()
+    loss = lambda alpha, b: g[g["batch_size"] == b][f"a{alpha:g}_val_loss"]  # noqa: E731
+    by_b, by_a = (loss(lo_a, hi_b), loss(lo_a, lo_b)), (loss(lo_a, lo_b), loss(hi_a, lo_b))
+    return [Part(f"L_val within α = {lo_a:g}, B {hi_b} − B {lo_b}", stats.compare(*by_b),
+                 min(map(len, by_b)), 1, " nats"),
+            Part(f"L_val at B {lo_b}, within α = {lo_a:g} − within {hi_a:g}",
+                 stats.compare(*by_a), min(map(len, by_a)), 1, " nats")]
+
+
+def _decay_scores(g, params):
+    """A larger weight decay: a lower L_val and a higher A_val."""
+    return [*_swept("weight_decay", "val_loss", True, "L_val")(g, params),
+            *_swept("weight_decay", "val_acc", False, "A_val")(g, params)]
 
 
 def _decay(g, params):
@@ -162,10 +199,24 @@ FINDINGS = (
     Finding("modular.size", "a larger model generalizes sooner",
             "each model: t_f(A_val) of the smallest (L, d) − of the largest: exact permutation "
             "test over seeds, one-sided, p ≤ 0.05", _per_model("size", _size)),
+    Finding("modular.gpt-depth", "at a fixed width a deeper GPT generalizes better",
+            "the GPT at each width of the size study: A_val of the deepest − of the shallowest: "
+            "exact permutation test over seeds, one-sided, p ≤ 0.05 each",
+            _per_model("size", _depth)),
     Finding("modular.compute", "small batches generalize better at small budgets",
             "each model: A_val within the smallest budget α·T, the smallest B − the largest: "
             "exact permutation test over seeds, one-sided, p ≤ 0.05",
             _per_model("compute", _compute)),
+    Finding("modular.compute-val-loss",
+            "validation loss is lowest with small batches and large budgets",
+            "each model: L_val within the smallest budget α·T, the largest B − the smallest; "
+            "and at the smallest B, L_val within the smallest α − within the largest: exact "
+            "permutation tests over seeds, one-sided, p ≤ 0.05 each",
+            _per_model("compute", _compute_loss)),
+    Finding("modular.decay-scores", "a higher weight decay lowers the loss and raises the accuracy",
+            "the LSTM: L_val at the smallest weight decay − at the largest, and A_val at the "
+            "largest − at the smallest: exact permutation tests over seeds, one-sided, p ≤ 0.05 "
+            "each", _per_model("regularization", _decay_scores)),
     Finding("modular.decay", "a higher weight decay generalizes sooner and shrinks the norm",
             "the LSTM: t_f(A_val) and the final ‖θ‖₂, at the smallest weight decay − at the "
             "largest: exact permutation tests over seeds, one-sided, p ≤ 0.05 each",
