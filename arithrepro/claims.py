@@ -58,14 +58,22 @@ def load(task: str, root: Path = Path(".")) -> dict:
     """claims/<task>.yaml, checked (LedgerError)."""
     import yaml
 
+    import re
+
     p = root / path(task)
     try:
-        data = yaml.safe_load(p.read_text())
+        text = p.read_text()
+        data = yaml.safe_load(text)
     except OSError as err:
         raise LedgerError(f"{p}: cannot read it ({err.strerror})") from err
     except yaml.YAMLError as err:
         raise LedgerError(f"{p}: not YAML ({str(err).splitlines()[0]})") from err
     check(data, str(p), task)
+    # where each claim starts in the file, so that a page can link its entry
+    starts = {m.group(1): text.count("\n", 0, m.start()) + 1
+              for m in re.finditer(r'^ *- id: "?([^"\n]+?)"?\s*$', text, flags=re.M)}
+    for c in data["claims"]:
+        c["line"] = starts.get(c["id"])
     return data
 
 
@@ -409,7 +417,8 @@ def ledger_rows(ledger: dict, judged: list[dict]) -> dict:
     rows = []
     for c in ledger["claims"]:
         v = by_id[c["id"]]
-        rows.append({"id": c["id"], "where": c["where"], "claim": c["claim"], "kind": c["kind"],
+        rows.append({"id": c["id"], "line": c.get("line"), "where": c["where"],
+                     "claim": c["claim"], "kind": c["kind"],
                      "source": reported_words(c.get("reported")), "setting": c["setting"],
                      "profiles": (c.get("test") or {}).get("profiles", []),
                      "differs": (c.get("test") or {}).get("differs", ""),

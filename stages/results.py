@@ -29,15 +29,17 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     shows first (report/figures.py: `shown`); checks each task's findings on the records
     (arithrepro/findings/) and judges every claim of the ledger, claims/<task>.yaml
     (arithrepro/claims.py), with docs/runsets/ for the claims only `make
-    modular-source` tests. Writes docs/results.md, docs/results.json and small copies of
-    those figures in docs/results/, git-tracked (DVC does not cache them). With --readme, reads
+    modular-source` tests. Writes docs/results.json, the summary docs/results.md, a page per
+    source and small copies of those figures in docs/results/, git-tracked (DVC does not cache
+    them). With --readme, reads
     docs/results.json and rewrites README.md's results block, nothing else.
     """
     from arithrepro.io import read_json, write_json, write_text
-    from arithrepro.report.results import collect, page, readme_block, thumbnail, with_block
+    from arithrepro.report.results import collect, readme_block, thumbnail, with_block
 
     if readme:
-        from arithrepro.report.results import CLAIMS_END, CLAIMS_START, claims_block
+        from arithrepro.report.results import CLAIMS_END, CLAIMS_START
+        from arithrepro.report.results_page import claims_block
 
         data = read_json(DOCS / "results.json", ("profile", "runs", "origin", "tasks"))
         text = with_block(Path("README.md").read_text(), readme_block(data))
@@ -89,7 +91,10 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
             if not src.is_file():
                 raise FileNotFoundError(f"{src}: missing; run `dvc repro render-figures-{name}`")
             figures.setdefault(name, []).append(thumbnail(src, DOCS / "results" / f"{name}_{src.name}").name)
+    from arithrepro.report.results_page import pages
+
     write_json(DOCS / "results.json", data)
-    write_text(DOCS / "results.md", page(data, figures))
-    done(f"results: {data['runs']} runs -> {DOCS}/results.md, results.json, "
-         f"{sum(map(len, figures.values()))} figures in {DOCS}/results/")
+    for name, text in pages(data, figures).items():
+        write_text(DOCS / name, text)
+    done(f"results: {data['runs']} runs -> {DOCS}/results.md, results.json, a page per source "
+         f"and {sum(map(len, figures.values()))} figures in {DOCS}/results/")

@@ -158,10 +158,13 @@ def test_every_figure_is_a_png(first_run):
 
 def test_the_results_page_and_the_readmes_block(first_run, tmp_path):
     gpu = first_run.saved / "gpu"
-    page = (gpu / "docs" / "results.md").read_text()
-    assert "profile **smoke**" in page and "25 runs" in page
-    assert all(f"## {task}\n" in page for task in ("expr", "abacus", "looped", "modular", "charlm"))
-    shown = re.findall(r"\]\(results/([^)]+)\)", page)
+    summary = (gpu / "docs" / "results.md").read_text()
+    assert "profile **smoke**" in summary and "25 runs" in summary
+    tasks = ("expr", "abacus", "looped", "modular", "charlm")
+    assert all(f"](results/{task}.md)" in summary for task in tasks)
+    pages = {t: (gpu / "docs" / "results" / f"{t}.md").read_text() for t in tasks}
+    assert all(pages[t].startswith(f"# Results: {t}\n") for t in tasks)
+    shown = [name for text in pages.values() for name in re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)]
     assert len(shown) == 8, shown
     for name in shown:
         assert (gpu / "docs" / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name

@@ -495,7 +495,7 @@ def test_modular_size_curves_draw_loss_and_accuracy_per_depth(modular):
 
 
 # the y labels of the source's four quantities, each drawn for train and val
-QUANTITY_LABELS = ["lowest loss, L (log scale)", "highest accuracy, A",
+QUANTITY_LABELS = ["lowest loss, L (nats per answer token, log scale)", "highest accuracy, A (%)",
                    "step of the lowest loss, t_f(L)", "first step at the highest accuracy, t_f(A)"]
 
 
@@ -515,7 +515,13 @@ def test_modular_size_metrics_draw_the_eight_metrics_against_d_and_L(modular):
     gpt = [_seed_mean_of(rows, {"model": "gpt-sin", "layers": L, "d_model": 64}, "train_loss_step")
            for L in (1, 2, 3)]
     assert _has_line(grid[2][2], [1, 2, 3], gpt)
-    assert all(len(ax.get_lines()) == 6 for ax in axes)  # 2 models x 3 lines
+    budget = lambda ax: [ln for ln in ax.get_lines() if ln.get_linestyle() == ":"]  # noqa: E731
+    assert all(len(ax.get_lines()) - len(budget(ax)) == 6 for ax in axes)  # 2 models x 3 lines
+    # the t_f panels mark the step budget: a t_f on it is a minimum not yet reached
+    steps = rows["steps"].unique()
+    assert all([ln.get_ydata()[0] for ln in budget(ax)] == list(steps)
+               for ax in grid[2] + grid[3])
+    assert not any(budget(ax) for ax in grid[0] + grid[1])
     assert len(fig.legends) == 2
     plt.close(fig)
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from arithrepro import crosscheck
-from arithrepro.report import results, tables
+from arithrepro.report import results, results_page, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,13 +44,16 @@ def test_each_cell_is_its_seeds_mean_and_sample_std(data):
 
 
 def test_the_page_and_the_block_show_what_was_collected(data):
-    page = results.page(data, {"expr": ["expr_accuracy_vs_params.png"]})
-    assert "| gpt | small | 3 | 51.0 ± 1.0 % | 10.0 ± 0.0 % |" in page
-    assert "![expr: expr_accuracy_vs_params](results/expr_accuracy_vs_params.png)" in page
-    assert "commit 0123456, on Some CPU (AVX512), 2 threads per run, torch 2.13.0" in page
-    # what each task cost: expr's six runs of 30 s and 3 s, charlm's one of 60 s
+    pages = results_page.pages(data, {"expr": ["expr_accuracy_vs_params.png"]})
+    summary, expr = pages["results.md"], pages["results/expr.md"]
+    assert "| gpt | small | 3 | 51.0 ± 1.0 % | 10.0 ± 0.0 % |" in expr
+    assert "![expr: expr_accuracy_vs_params](expr_accuracy_vs_params.png)" in expr
+    assert "commit 0123456, on Some CPU (AVX512), 2 threads per run, torch 2.13.0" in summary
+    # what each task cost: expr's six runs of 30 s and 3 s, charlm's one of 60 s, which scores
+    # it while it trains
     assert ("4.0 min of training and 18 s of evaluation in all: expr 3.0 min of training and "
-            "18 s of evaluation, charlm 1.0 min of training and 0 s of evaluation.") in page
+            "18 s of evaluation, charlm 1.0 min of training and its evaluation inside it.") in summary
+    assert "[verdicts.md](verdicts.md)" in summary and "[All sources](../results.md)" in expr
     block = results.readme_block(data)
     assert block.startswith(results.README_START) and block.endswith(results.README_END)
     assert "gpt small: test_acc 51.0 ± 1.0 %, ood_acc 10.0 ± 0.0 % (3)" in block
@@ -108,7 +111,7 @@ def test_every_seed_is_on_the_page(data):
     gpt = data["tasks"]["expr"]["cells"][0]
     assert gpt["seeds"] == {0: {"test_acc": 0.5, "ood_acc": 0.1}, 1: {"test_acc": 0.51, "ood_acc": 0.1},
                             2: {"test_acc": 0.52, "ood_acc": 0.1}}
-    page = results.page(data, {})
+    page = results_page.pages(data, {})["results/expr.md"]
     assert "<details><summary>Every seed</summary>" in page
     assert "| gpt | small | 2 | 52.0 % | 10.0 % |" in page
 
@@ -144,38 +147,51 @@ def _ledger_data(data, stand_in=None, carried=None):
 
 
 def _row(page: str, claim: str) -> str:
-    return next(line for line in page.splitlines() if line.startswith(f"| {claim} |"))
+    return next(line for line in page.splitlines()
+                if re.match(rf"\| (<a id=\"[^\"]+\"></a>)?{re.escape(claim)} \|", line))
+
+
+def _pages(data) -> dict:
+    return results_page.pages(data, {})
 
 
 def test_the_ledger_on_the_page_and_its_counts_in_the_readme(data):
     data = _ledger_data(data, stand_in="problems of 3-8 characters, not 8-30")
-    page = results.page(data, {})
-    assert "### The source's claims: T" in page
+    pages = _pages(data)
+    page = pages["results/expr.md"]
+    assert "## The source's claims" in page
     row = _row(page, "ReTran \\| first")
-    assert "| fig 1 | – | Δ +1.2 points | too close to call, on a stand-in (problems of 3-8 " \
-           "characters, not 8-30): finding expr.order |" in row
-    assert f"**cpu** (decides): {WHERE}" in row
+    assert "| fig 1 ([ledger](../../claims/expr.yaml)) | – | Δ +1.2 points | too close to call, " \
+           "on a stand-in (problems of 3-8 characters, not 8-30): finding [expr.order](#expr.order) | " \
+           "**cpu** (decides) |" in row
+    assert f"| cpu | {WHERE} | the page's |" in page   # where it ran: once, in the run sets
     assert "<summary>The source's settings (1), and how this project follows them</summary>" in page
     assert "<summary>Not tested here, not measurable (1)</summary>" in page
-    block = results.claims_block(json.loads(json.dumps(data)))
+    # the summary: the tested claim in one short row, linking its detail
+    assert "| ReTran \\| first | expr | – | Δ +1.2 points | too close to call | a stand-in | " \
+           "[expr.a](results/expr.md#expr.a) |" in pages["results.md"]
+    block = results_page.claims_block(json.loads(json.dumps(data)))
     assert block.startswith(results.CLAIMS_START) and block.endswith(results.CLAIMS_END)
     assert "0 reproduced, 0 not reproduced, 1 too close to call (1 on a stand-in), 0 differs " \
            "between machines, 0 n too small to decide, 0 consistency checks, 1 not tested here " \
            "(1 not measurable)" in block
-    assert "| [expr](docs/results.md#expr): T | 0 / 0 | 0 / 0 | 0 / 1 | 0 / 0 | 0 | 0 | 1 |" in block
+    assert "Of the 1 claim a run here tested as a reproduction, 0 reproduced" in block
+    assert "[docs/verdicts.md](docs/verdicts.md)" in block
+    assert "| [expr](docs/results/expr.md): T | 0 / 0 | 0 / 0 | 0 / 1 | 0 / 0 | 0 | 0 | 1 | 1 |" \
+        in block
 
 
 @pytest.mark.parametrize("drop, words", [
     ("class", "on a stand-in"), ("stand_in", "problems of 3-8 characters"), ("where", WHERE)])
 def test_a_row_without_its_class_stand_in_or_provenance_is_caught(data, drop, words):
     data = _ledger_data(data, stand_in="problems of 3-8 characters, not 8-30")
-    assert words in _row(results.page(data, {}), "ReTran \\| first")
+    assert words in _pages(data)["results/expr.md"]
     row = data["tasks"]["expr"]["ledger"]["claims"][0]
     if drop == "class":
         row["class"] = None
     else:
         row["judged"][0][drop] = ""
-    assert words not in _row(results.page(data, {}), "ReTran \\| first")
+    assert words not in _pages(data)["results/expr.md"]
 
 
 def test_a_claim_judged_by_two_run_sets_shows_both_and_which_decides(data):
@@ -184,12 +200,32 @@ def test_a_claim_judged_by_two_run_sets_shows_both_and_which_decides(data):
     data = _ledger_data(data, stand_in="problems of 3-8 characters, not 8-30",
                         carried={"expr.a": {"outcome": REPRODUCED, "ours": "Δ +9 points", "n": 3,
                                             "why": "finding expr.order"}})
-    row = _row(results.page(data, {}), "ReTran \\| first")
-    # the paper run is at the source's setting: it decides over the cpu stand-in, and says its
-    # code is not the page's
-    assert "reproduced, at the source's setting" in row and "**paper** (decides)" in row
-    assert "**other code**, from commit def5678" in row
+    page = _pages(data)["results/expr.md"]
+    row = _row(page, "ReTran \\| first")
+    # the paper run is at the source's setting: it decides over the cpu stand-in, and its code
+    # is not the page's
+    assert "reproduced, at the source's setting" in row and "**paper** (decides), other code" in row
+    assert "| paper | commit def5678 (clean), H200 | from commit def5678: 2 files differ |" in page
     assert "**cpu** (beside: too close to call, on a stand-in, Δ +1.2 points)" in row
+
+
+def test_a_findings_measurement_is_written_once_and_linked_from_its_rows(data):
+    data = _ledger_data(data, stand_in="s")
+    data["tasks"]["expr"]["findings"] = [{"id": "expr.order", "claim": "c", "test": "t",
+                                          "outcome": "too close to call",
+                                          "measured": "Δ +1.2 points", "n": 5}]
+    page = _pages(data)["results/expr.md"]
+    assert page.count("Δ +1.2 points") == 1
+    assert "| <a id=\"expr.order\"></a>expr.order | c | t | too close to call | Δ +1.2 points |" \
+        in page
+    assert "| [measured](#expr.order) |" in _row(page, "ReTran \\| first")
+
+
+def test_a_long_text_is_cut_at_a_clause_with_an_ellipsis():
+    text = "Δ +510 steps (95 % CI [+492, +528]), g 36.9, permutation p 0.004 (5 vs 5); " * 4
+    out = results_page.short(text, 80)
+    assert len(out) <= 82 and out.endswith(" …") and out.startswith("Δ +510 steps")
+    assert results_page.short("short", 80) == "short"
 
 
 def test_the_readmes_claims_are_the_generated_ones():
@@ -199,7 +235,8 @@ def test_the_readmes_claims_are_the_generated_ones():
     generated = ROOT / "docs" / "results.json"
     if generated.is_file():
         assert first_screen[start:end + len(results.CLAIMS_END)] == \
-            results.claims_block(json.loads(generated.read_text())), "run `arithrepro results --readme`"
+            results_page.claims_block(json.loads(generated.read_text())), \
+            "run `arithrepro results --readme`"
 
 
 def test_a_named_targets_results_keep_its_claims_and_its_watched_seeds_apart():
@@ -231,6 +268,30 @@ def test_a_results_file_from_before_the_classes_says_so(data):
     data = _ledger_data(data)
     data["claims"] = {"reproduced": 1, "not reproduced": 0, "too close to call": 2,
                       "not tested here": 3, "settings": 4}
-    block = results.claims_block(json.loads(json.dumps(data)))
+    block = results_page.claims_block(json.loads(json.dumps(data)))
     assert "before verdicts had classes" in block and "`make repro` judges them again" in block
     assert "**1 reproduced, 0 not reproduced, 2 too close to call, 3 not tested here**" in block
+
+
+def test_the_found_sentences_count_and_name_what_failed():
+    from arithrepro.claims import CONSISTENCY, SOURCE, STAND_IN
+    from arithrepro.findings.base import NOT_REPRODUCED, REPRODUCED, UNTESTED
+
+    def row(i, outcome, cls=STAND_IN, reason=None):
+        return {"id": f"expr.{i}", "claim": f"claim {i}", "outcome": outcome, "class": cls,
+                "reason": reason}
+
+    rows = [row(0, REPRODUCED, SOURCE), row(1, REPRODUCED),
+            *(row(i, NOT_REPRODUCED) for i in range(2, 7)), row(7, NOT_REPRODUCED, SOURCE),
+            row(8, REPRODUCED, CONSISTENCY), row(9, UNTESTED, None, "paper"),
+            {"id": "expr.s", "claim": "s", "outcome": None}]
+    said = " ".join(results_page.found_sentences(
+        {"tasks": {"expr": {"ledger": {"claims": rows}}}}, "results/"))
+    assert "Of the 8 claims a run here tested as a reproduction, 2 reproduced (1 at the " \
+           "source's setting, 1 on a smaller stand-in), 6 did not (1 at the source's setting)" in said
+    # the source's setting named first, four in all, the rest counted
+    assert "Not reproduced: expr, claim 7 (the source's setting); expr, claim 2 (a stand-in)" in said
+    assert "claim 5" not in said and "; and 2 more." in said
+    assert "[expr](results/expr.md) 2 of 8" in said
+    assert "1 consistency check of the build holds." in said
+    assert "1 claim is not tested here: 1 needs the paper profile" in said

@@ -148,9 +148,14 @@ def each(parts: list, none: str, scale: float = 100.0, unit: str = " %") -> Verd
     if len(parts) > 1:
         words += f" (Holm's correction over the {len(parts)} parts for a reversal)"
     if result in (CLOSE, SMALL):
-        needs = [f"{p.label}: {p.result.needed}" if len(parts) > 1 else p.result.needed
-                 for p in parts if getattr(p.result, "needed", "")
+        open_ = [p for p in parts if getattr(p.result, "needed", "")
                  and p.result.outcome in (stats.CLOSE, stats.SMALL)]
-        if needs:
-            words += ". To decide: " + "; ".join(needs)
+        texts = [p.result.needed for p in open_]
+        if len(open_) > 1 and len(set(texts)) == 1:   # said once for the parts it holds for
+            which = "each part" if len(open_) == len(parts) else f"each of the {len(open_)} open"
+            words += f". To decide ({which}): {texts[0]}"
+        elif open_:
+            words += ". To decide: " + "; ".join(
+                f"{p.label}: {p.result.needed}" if len(parts) > 1 else p.result.needed
+                for p in open_)
     return Verdict(result, words, min(p.n for p in parts))

@@ -92,48 +92,57 @@ def _heatmaps(plt, cell: str, grid: pd.DataFrame, meta: dict, trained: int | Non
 
 
 def _ood_vs_recurrences(plt, grids: dict, meta: dict, trained: dict):
+    """Accuracy against the inference recurrence count, two panels: over the whole evaluation
+    grid (what the ledger's tests read) and over its cells beyond the training length."""
     G, D = meta["grid_max"], meta["max_digits"]
-    fig, ax = plt.subplots()
-    models = sorted({cell.rsplit("-", 2)[0] for cell in grids})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
     frames = []
     for cell, grid in grids.items():
         model, size, seed = cell.rsplit("-", 2)
         g = grid[(grid["n1"] <= G) & (grid["n2"] <= G)]
         ood = g[(g["n1"] > D) | (g["n2"] > D)]
-        frames.append(ood.groupby("recurrences", as_index=False)["accuracy"].mean()
-                      .assign(model=model, size=size, seed=seed, trained=trained[cell]))
+        for part, cells in (("grid", g), ("beyond", ood)):
+            frames.append(cells.groupby("recurrences", as_index=False)["accuracy"].mean()
+                          .assign(model=model, size=size, seed=seed, trained=trained[cell],
+                                  part=part))
     per_cell = pd.concat(frames)
     sizes = sorted(set(per_cell["size"]))
-    cells = list(per_cell.groupby(["model", "size"]))
-    for k, ((model, size), part) in enumerate(cells):
-        spread = seed_spread(part, "recurrences", "accuracy")
-        # a colour per cell: two depth structures of one model are told apart
-        style = {**arch_style(model, models), "color": PALETTE[k % len(PALETTE)]}
-        ls = ["-", "--", ":", "-."][sizes.index(size) % 4]
-        n = int(spread["n"].max())
-        # every seed as a faint line, the mean over them bold: no band to clip at 100 %
-        for _, one in part.groupby("seed"):
-            one = one.sort_values("recurrences")
-            ax.plot(one["recurrences"], 100 * one["accuracy"], linestyle=ls, linewidth=0.8,
-                    marker=".", markersize=5, alpha=0.4, color=style["color"])
-        ax.plot(spread["recurrences"], 100 * spread["mean"], linestyle=ls, linewidth=2,
-                label=f"{model} {size}: " + (f"mean of {n} seeds" if n > 1 else "one seed"),
-                **style)
-        # the trained count: a marker on the mean line, not a full-height line
-        t = part["trained"].iloc[0]
-        at = spread[spread["recurrences"] == t]
-        if len(at):
-            ax.plot(at["recurrences"], 100 * at["mean"], marker="*", markersize=14,
-                    color=style["color"], linestyle="none")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted(per_cell["recurrences"].unique()))
-    ax.get_xaxis().set_major_formatter(plt.matplotlib.ticker.ScalarFormatter())
-    ax.set_ylim(-2, 102)
-    ax.set_xlabel("recurrences at inference (log2; ★ the trained count)")
-    ax.set_ylabel(f"mean accuracy beyond {D} digits (%)")
-    ax.set_title(f"abacus: accuracy beyond {D} digits (cells up to {G}×{G}) vs recurrences\n"
-                 "(faint: each seed; bold: their mean)", fontsize=10)
-    ax.legend(loc="best")
+    structures = list(per_cell.groupby(["model", "size"]).groups)
+    for ax, part, title in ((axes[0], "grid", f"the whole grid, cells up to {G}×{G}"),
+                            (axes[1], "beyond", f"cells beyond {D} digits (up to {G}×{G})")):
+        for k, (model, size) in enumerate(structures):
+            rows = per_cell[(per_cell["model"] == model) & (per_cell["size"] == size)
+                            & (per_cell["part"] == part)]
+            spread = seed_spread(rows, "recurrences", "accuracy")
+            # a colour per structure, from past the GPT and LSTM colours, which mean those
+            # models in every other figure
+            color = PALETTE[(2 + k) % len(PALETTE)]
+            ls = ["-", "--", ":", "-."][sizes.index(size) % 4]
+            n = int(spread["n"].max())
+            # every seed as a faint line, the mean over them bold: no band to clip at 100 %
+            for _, one in rows.groupby("seed"):
+                one = one.sort_values("recurrences")
+                ax.plot(one["recurrences"], 100 * one["accuracy"], linestyle=ls, linewidth=0.8,
+                        marker=".", markersize=5, alpha=0.4, color=color)
+            single = len(spread) == 1   # one recurrence count: a point, shown as one
+            ax.plot(spread["recurrences"], 100 * spread["mean"], linestyle="none" if single
+                    else ls, linewidth=2, marker="D", markersize=6, color=color,
+                    label=f"{model} {size}: " + (f"mean of {n} seeds" if n > 1 else "one seed"))
+            # the trained count: a star on the mean line
+            at = spread[spread["recurrences"] == rows["trained"].iloc[0]]
+            if len(at):
+                ax.plot(at["recurrences"], 100 * at["mean"], marker="*", markersize=14,
+                        color=color, linestyle="none")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(per_cell["recurrences"].unique()))
+        ax.get_xaxis().set_major_formatter(plt.matplotlib.ticker.ScalarFormatter())
+        ax.set_ylim(-2, 102)
+        ax.set_xlabel("recurrences at inference (log2; ★ the trained count)")
+        ax.set_title(title, fontsize=10)
+    axes[0].set_ylabel("mean accuracy, exact match (%)")
+    axes[0].legend(loc="best")
+    fig.suptitle("abacus: accuracy vs recurrences at inference (faint: each seed; bold: their "
+                 "mean)")
     return fig
 
 

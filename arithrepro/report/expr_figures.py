@@ -66,8 +66,22 @@ def _label_log_axis(axis, fmt) -> None:
 def _params_label(value: float) -> str:
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if value >= scale:
-            return f"{value / scale:g}{suffix}"
+            return f"{value / scale:.3g}{suffix}"
     return f"{value:g}"
+
+
+def _measured_ticks(ax, params) -> None:
+    """The parameter axis ticked at the counts the models have, and only there: a decade's
+    round numbers would leave the points between unlabelled."""
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    ticks = sorted({float(p) for p in params})
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticks(ticks, [_params_label(t) for t in ticks], rotation=45, ha="right",
+                  rotation_mode="anchor")
+    lo, hi = min(ticks), max(ticks)
+    ax.set_xlim(lo / 1.25, hi * 1.25)
 
 
 def render_expr(summary: pd.DataFrame, by_length_dir: Path, data_dir: Path,
@@ -92,7 +106,7 @@ def render_expr(summary: pd.DataFrame, by_length_dir: Path, data_dir: Path,
     plt = pyplot()
     drawers = {
         "accuracy_vs_params": lambda: _accuracy_vs_params(plt, summary, models, lengths),
-        "accuracy_vs_length": lambda: _accuracy_vs_length(plt, per_length, models),
+        "accuracy_vs_length": lambda: _accuracy_vs_length(plt, per_length, models, lengths),
         "val_loss_vs_params": lambda: _val_loss_vs_params(plt, summary, models),
         "length_distribution": lambda: _length_distribution(plt, lengths),
     }
@@ -116,8 +130,8 @@ def _accuracy_vs_params(plt, summary: pd.DataFrame, models: list[str], lengths: 
                    f"{GPT4O_LENGTHS[0]}–{GPT4O_LENGTHS[1]} characters, these are {lo}–{hi}")
     ax.set_xscale("log")
     ax.set_ylim(0, 100)
-    _label_log_axis(ax.xaxis, _params_label)
-    ax.set_xlabel("parameters (count, log scale)")
+    _measured_ticks(ax, summary["params"].dropna())
+    ax.set_xlabel("parameters (the models' counts, log scale)")
     ax.set_ylabel("test accuracy, exact match (%)")
     note = seed_note(seeds_per_cell(summary), "mean ± std")
     ax.set_title(f"expr: test accuracy vs model size ({note})")
@@ -134,9 +148,9 @@ def _val_loss_vs_params(plt, summary: pd.DataFrame, models: list[str]):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.grid(True, which="minor", alpha=0.15)
-    _label_log_axis(ax.xaxis, _params_label)
+    _measured_ticks(ax, summary["params"].dropna())
     _label_log_axis(ax.yaxis, lambda v: f"{v:g}")
-    ax.set_xlabel("parameters (count, log scale)")
+    ax.set_xlabel("parameters (the models' counts, log scale)")
     ax.set_ylabel("best validation loss (nats/token, log scale)")
     note = seed_note(seeds_per_cell(summary), "mean ± std")
     ax.set_title(f"expr: best validation loss vs model size ({note})")
@@ -173,9 +187,21 @@ def _shade_ood(ax, lengths: pd.Series) -> None:
             ha="center", va="top", fontsize=8, color="0.3")
 
 
-def _accuracy_vs_length(plt, per_length: pd.DataFrame, models: list[str]):
+def _accuracy_vs_length(plt, per_length: pd.DataFrame, models: list[str],
+                        lengths: pd.DataFrame):
     fig, ax = plt.subplots()
-    _shade_ood(ax, per_length.loc[per_length["split"] == "ood", "length"])
+    # how many problems each point rests on: faint bars on an axis of their own, behind, over
+    # the OOD band
+    counts = ax.twinx()
+    _shade_ood(counts, per_length.loc[per_length["split"] == "ood", "length"])
+    scored = lengths[lengths["split"].isin(["test", "ood"])]
+    counts.bar(scored["length"], scored["count"], width=0.8, color="0.72", alpha=0.45)
+    counts.set_yscale("log")
+    counts.set_ylabel("problems per length (grey bars, log scale)", color="0.4")
+    counts.tick_params(axis="y", colors="0.4")
+    counts.grid(False)
+    ax.set_zorder(counts.get_zorder() + 1)
+    ax.patch.set_visible(False)
     for model in arch_order(per_length["model"]):
         rows = per_length[per_length["model"] == model]
         style = arch_style(model, models)
@@ -192,9 +218,15 @@ def _accuracy_vs_length(plt, per_length: pd.DataFrame, models: list[str]):
     ax.set_xlabel("problem length (characters)")
     ax.set_ylabel("accuracy, exact match (%)")
     note = seed_note(per_length.groupby("model")["seeds"].first(), "mean ± std")
-    ax.set_title(f"expr: accuracy by problem length, largest models\n({note})")
+    ax.set_title("expr: accuracy by problem length, each architecture's largest size in this "
+                 f"run\n({note})")
+    # the line styles are the splits': say so beside the models
+    handles, labels = ax.get_legend_handles_labels()
+    for split, linestyle in (("test", "-"), ("OOD", "--")):
+        handles.append(plt.Line2D([], [], color="0.3", linestyle=linestyle))
+        labels.append(f"{split} problems")
     # below the axes: inside, the legend would cover the lines or the band's label
-    fig.legend(loc="outside lower center", ncols=2, frameon=False)
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, frameon=False)
     return fig
 
 

@@ -2,14 +2,16 @@
 bar) and best metrics against it, one pair per study; drawn from metrics/summary.csv and
 plots/modular/curves/<study>/<cell>.csv.
 
-Curves are the mean over seeds at each evaluated step; the sanity and sweep curves (not the
-orders ones) have a band of ± 1 sample std over the seeds where a cell has two or more (the
-source's "average and a standard deviation around it"; the tables' std). On the loss panels'
-log scale the mean and the std are those of log L (a geometric mean, the band ×/÷ one geometric
-std): an arithmetic band there dips below zero, drawn as solid columns down the axis. Training
-solid, validation dashed. The metrics are the source's eight per run:
-best loss L and accuracy A (train and val) and the first step t_f reaching each, the mean over
-seeds.
+Curves are the mean over seeds at each evaluated step; the sweep curves (not the orders ones)
+have a band of ± 1 sample std over the seeds where a cell has two or more (the source's
+"average and a standard deviation around it"; the tables' std). On the loss panels' log scale
+the mean and the std are those of log L (a geometric mean, the band ×/÷ one geometric std): an
+arithmetic band there dips below zero, drawn as solid columns down the axis. The sanity study,
+whose seeds collapse at different steps, draws each seed and their median instead. Training
+solid, validation dashed; accuracy in %, as the tables give it, and the loss in nats per answer
+token. The metrics are the source's eight per run: best loss L and accuracy A (train and val)
+and the first step t_f reaching each, the mean over seeds; a t_f at the step budget (the loss
+still falling when training stopped) lies on the budget's dotted line.
 """
 
 from __future__ import annotations
@@ -30,10 +32,16 @@ LABEL = {"r_train": "training fraction r_train", "d_model": "width d", "layers":
          "batch_size": "batch size B", "weight_decay": "weight decay"}
 # The source's per-run quantities, each for train and val: the record's column is
 # <split>_<quantity> (and a<alpha>_<split>_<quantity> within the first alpha*T steps).
-QUANTITY = {"loss": "lowest loss, L (log scale)", "acc": "highest accuracy, A",
+QUANTITY = {"loss": "lowest loss, L (nats per answer token, log scale)",
+            "acc": "highest accuracy, A (%)",
             "loss_step": "step of the lowest loss, t_f(L)",
             "acc_step": "first step at the highest accuracy, t_f(A)"}
 MARKERS = ["o", "s", "^", "D", "v"]
+
+
+def _pct(metric: str) -> float:
+    """How a column is drawn: accuracies in %, as the tables give them."""
+    return 100.0 if metric == "acc" or metric.endswith("_acc") else 1.0
 
 
 def _name(model: str) -> str:
@@ -81,10 +89,10 @@ def _spread(runs: pd.DataFrame, metric: str, log: bool = False) -> pd.DataFrame:
 def _band_line(ax, runs: pd.DataFrame, metric: str, **kw) -> None:
     """The seeds' mean of `metric` over steps, its ± std band behind it (none for one seed)."""
     spread = _spread(runs, metric, log=metric.endswith("_loss"))   # the loss axes are log
-    ax.plot(spread["step"], spread["mean"], **kw)
+    ax.plot(spread["step"], _pct(metric) * spread["mean"], **kw)
     # clipped to what the metric can take: no band past 100 % accuracy or below zero loss
     bounds = (0, 1) if metric.endswith("_acc") else (0, math.inf)
-    shade_spread(ax, spread, "step", kw["color"], bounds=bounds)
+    shade_spread(ax, spread, "step", kw["color"], scale=_pct(metric), bounds=bounds)
 
 
 def _banded(rows: pd.DataFrame) -> bool:
@@ -132,13 +140,13 @@ def _split_legend(ax, band: bool = False) -> None:
 def _loss_axes(ax) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("step")
-    ax.set_ylabel("loss on the answer (per sample, log scale)")
+    ax.set_ylabel("loss on the answer\n(nats per answer token, log scale)")
 
 
 def _acc_axes(ax) -> None:
     ax.set_xlabel("step")
-    ax.set_ylabel("accuracy (whole answer right)")
-    ax.set_ylim(-0.03, 1.03)
+    ax.set_ylabel("accuracy, whole answer right (%)")
+    ax.set_ylim(-3, 103)
 
 
 def _quantity_axes(ax, quantity: str, ylabel: bool = True) -> None:
@@ -148,7 +156,21 @@ def _quantity_axes(ax, quantity: str, ylabel: bool = True) -> None:
     if quantity == "loss":
         ax.set_yscale("log")
     elif quantity == "acc":
-        ax.set_ylim(-0.03, 1.03)
+        ax.set_ylim(-3, 103)
+
+
+def _budget_line(ax, rows: pd.DataFrame) -> None:
+    """The step budget on a t_f axis: a t_f on it is a minimum the run had not yet reached."""
+    steps = sorted(rows["steps"].dropna().unique()) if "steps" in rows else []
+    for T in steps:
+        ax.axhline(T, color="0.45", linestyle=":", linewidth=1.1)
+        # named on the line itself: the panels' legends are the models'
+        ax.annotate(f"step budget T = {int(T):,}", (1, T), xycoords=("axes fraction", "data"),
+                    xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom",
+                    fontsize=7, color="0.35")
+    if steps:   # room above the line for its name
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, max(high, low + 1.08 * (steps[-1] - low)))
 
 
 def _swept_x(ax, values, key: str, log2: bool) -> None:
@@ -164,31 +186,52 @@ def _seed_lines(ax, runs: pd.DataFrame, metric: str, color: str, linestyle: str)
     mean of seeds that collapse at different steps reads as noise on its own."""
     for _, g in runs.groupby("seed"):
         g = g.dropna(subset=[metric])
-        ax.plot(g["step"], g[metric], color=color, linestyle=linestyle, alpha=0.3, lw=0.6)
+        ax.plot(g["step"], _pct(metric) * g[metric], color=color, linestyle=linestyle,
+                alpha=0.35, lw=0.7)
 
 
 def sanity(plt, rows: pd.DataFrame, curve_dir: Path):
-    fig, (lo, ac) = plt.subplots(1, 2, figsize=(11, 4.4))
-    banded = _banded(rows)
-    for (model, _), runs in _runs(rows, curve_dir).items():
-        st = _style(model)
+    """A column per model, loss above accuracy: each seed faint, the median over seeds bold (a
+    collapse is one seed's: a mean, or a band around it, would smear it over every step)."""
+    runs = _runs(rows, curve_dir)
+    seeded = _banded(rows)
+    fig, axes = plt.subplots(2, len(runs), figsize=(6 * len(runs), 7.6), sharex=True,
+                             squeeze=False)
+    for col, ((model, _), r) in enumerate(runs.items()):
+        lo, ac = axes[0][col], axes[1][col]
+        color = _style(model)["color"]
         for split in SPLITS:
-            kw = dict(color=st["color"], linestyle=SPLIT_LINE[split], label=f"{_name(model)} {split}")
             for ax, metric in ((lo, f"{split}_loss"), (ac, f"{split}_acc")):
-                if banded:
-                    _seed_lines(ax, runs, metric, st["color"], SPLIT_LINE[split])
-                _band_line(ax, runs, metric, **kw)
-    _loss_axes(lo)
-    _acc_axes(ac)
-    handles, _ = ac.get_legend_handles_labels()
-    ac.legend(handles=handles + ([_band_handle()] if banded else []), loc="lower right")
-    fig.suptitle(f"modular sanity: loss and accuracy over steps ({_note(rows, band=True)}"
-                 f"{'; faint: each seed' if banded else ''}),\n"
-                 f"p = {int(rows['p'].iloc[0])}, r_train = {rows['r_train'].iloc[0]:g}")
+                if seeded:
+                    _seed_lines(ax, r, metric, color, SPLIT_LINE[split])
+                median = r.dropna(subset=[metric]).groupby("step")[metric].median()
+                ax.plot(median.index, _pct(metric) * median, color=color, lw=2,
+                        linestyle=SPLIT_LINE[split], label=f"{split}, median")
+        _loss_axes(lo)
+        _acc_axes(ac)
+        lo.set_xlabel("")
+        n = r["seed"].nunique()
+        lo.set_title(f"{_name(model)}: loss ({n} seed{'s' * (n != 1)})")
+        ac.set_title(f"{_name(model)}: accuracy")
+        _split_legend(ac)
+    drawn = "bold: the median over seeds; faint: each seed" if seeded else "one seed"
+    fig.suptitle(f"modular sanity: loss and accuracy over steps, p = {int(rows['p'].iloc[0])}, "
+                 f"r_train = {rows['r_train'].iloc[0]:g}\n({drawn}; training solid, validation "
+                 "dashed)")
     return fig
 
 
-DYNAMICS = (("train_acc", "training accuracy", False),
+def _shades(color, n: int) -> list:
+    """n shades of one colour, light to dark: seeds of one model told apart without borrowing
+    another model's colour."""
+    from matplotlib.colors import to_rgb
+
+    base = np.array(to_rgb(color))
+    mix = np.linspace(0.55, -0.45, n) if n > 1 else np.array([0.0])
+    return [tuple(base + m * (1 - base)) if m >= 0 else tuple(base * (1 + m)) for m in mix]
+
+
+DYNAMICS = (("train_acc", "training accuracy (%)", False),
             ("train_loss", "training loss\n(log scale)", True),
             ("train_margin", "logit margin\n(true − best other)", False),
             ("head_norm", "output layer's\nweight norm", False),
@@ -196,8 +239,8 @@ DYNAMICS = (("train_acc", "training accuracy", False),
 
 
 def sanity_dynamics(plt, rows: pd.DataFrame, curve_dir: Path):
-    """A column per model, a line per seed (no mean: a collapse is one seed's, and averaging
-    hides it), a row per quantity that explains one: accuracy and loss on the training set,
+    """A column per model, a line per seed in shades of the model's colour (no mean: a collapse
+    is one seed's, and averaging hides it), a row per quantity that explains one: accuracy and loss on the training set,
     the logits' margin, the output layer's norm and how far the weights moved between
     evaluations (docs/modular.md)."""
     groups = list(rows.groupby(["model", "size"], sort=False))
@@ -205,12 +248,14 @@ def sanity_dynamics(plt, rows: pd.DataFrame, curve_dir: Path):
                              sharex=True, squeeze=False)
     for col, ((model, label), g) in enumerate(groups):
         names = [f"{model}-{label}-{int(seed)}" for seed in g["seed"]]
+        shades = _shades(_style(model)["color"], len(names))
         for i, name in enumerate(names):
             curve = read_csv(curve_dir / f"{name}.csv", {"step", *(k for k, _, _ in DYNAMICS)},
                              f"train --task modular {name}")
             for row, (key, _, _) in enumerate(DYNAMICS):
-                axes[row, col].plot(curve["step"], curve[key], linewidth=0.9,
-                                    color=f"C{i % 10}", label=f"seed {name.rsplit('-', 1)[1]}")
+                axes[row, col].plot(curve["step"], _pct(key) * curve[key], linewidth=0.9,
+                                    color=shades[i], linestyle=("-", "--", "-.", ":")[i % 4],
+                                    label=f"seed {name.rsplit('-', 1)[1]}")
         axes[0, col].set_title(_name(model))
         for row, (_, ylabel, log) in enumerate(DYNAMICS):
             ax = axes[row, col]
@@ -291,10 +336,12 @@ def metrics_vs(plt, rows: pd.DataFrame, key: str, log2: bool, study: str):
                       markerfacecolor=None if split == "train" else "none",
                       linestyle=SPLIT_LINE[split], label=f"{_name(model)} {split}")
             for q, ax in panel.items():
-                ax.plot(g[key], g[f"{split}_{q}"], **kw)
+                ax.plot(g[key], _pct(q) * g[f"{split}_{q}"], **kw)
     for q, ax in panel.items():
         _quantity_axes(ax, q)
         _swept_x(ax, rows[key].unique(), key, log2)
+        if q.endswith("_step"):
+            _budget_line(ax, rows)
     panel["acc"].legend(fontsize=7, loc="best")
     fig.suptitle(f"modular {study}: metrics against {LABEL.get(key, key)} ({_note(rows)})")
     return fig
@@ -317,11 +364,12 @@ def orders(plt, rows: pd.DataFrame, curve_dir: Path):
         for split in SPLITS:
             kw = dict(color="0.15", linestyle=SPLIT_LINE[split], lw=2)
             lo.plot(c["step"], c[f"{split}_loss"], label=f"all orders, {split}", **kw)
-            ac.plot(c["step"], c[f"{split}_acc"], label=f"all orders, {split}", **kw)
+            ac.plot(c["step"], 100 * c[f"{split}_acc"], label=f"all orders, {split}", **kw)
             for k in orders_:
                 kw = dict(color=shades[k], linestyle=SPLIT_LINE[split], lw=1.3)
                 lo.plot(c["step"], c[f"o{k}_{split}_loss"], label=f"order {k}, {split}", **kw)
-                ac.plot(c["step"], c[f"o{k}_{split}_acc"], label=f"order {k}, {split}", **kw)
+                ac.plot(c["step"], 100 * c[f"o{k}_{split}_acc"], label=f"order {k}, {split}",
+                        **kw)
         _loss_axes(lo)
         _acc_axes(ac)
         lo.set_title(f"{_name(model)}: loss")
@@ -383,13 +431,16 @@ def size_metrics(plt, rows: pd.DataFrame):
                 sub = sub.sort_values(x)
                 for row, q in enumerate(QUANTITY):
                     for c, split in enumerate(SPLITS):
-                        axes[row][col0 + c].plot(sub[x], sub[f"{split}_{q}"], color=color,
+                        axes[row][col0 + c].plot(sub[x], _pct(q) * sub[f"{split}_{q}"],
+                                                 color=color,
                                                  marker=MARKERS[k % 5], ms=5,
                                                  linestyle=SPLIT_LINE[split],
                                                  label=f"{_name(model)}, {short} = {int(v)}")
     for row, q in enumerate(QUANTITY):
         for c, ax in enumerate(axes[row]):
             _quantity_axes(ax, q, ylabel=c == 0)
+            if q.endswith("_step"):
+                _budget_line(ax, rows)
             x, log2 = (("d_model", True), ("d_model", True), ("layers", False), ("layers", False))[c]
             _swept_x(ax, rows[x].unique(), x, log2)
             ax.set_title(f"{('train', 'val')[c % 2]}, against {('d', 'L')[c // 2]}", fontsize=10)
@@ -413,13 +464,16 @@ def size_params(plt, rows: pd.DataFrame):
         for L, sub in g.groupby("layers"):
             for r, split in enumerate(SPLITS):
                 for c, q in enumerate(QUANTITY):
-                    axes[r][c].scatter(sub["params"], sub[f"{split}_{q}"], color=color, s=28,
+                    axes[r][c].scatter(sub["params"], _pct(q) * sub[f"{split}_{q}"],
+                                       color=color, s=28,
                                        marker=MARKERS[Ls.index(L) % 5],
                                        label=f"{_name(model)}, L = {int(L)}")
     for r, split in enumerate(SPLITS):
         for c, q in enumerate(QUANTITY):
             ax = axes[r][c]
             _quantity_axes(ax, q)
+            if q.endswith("_step"):
+                _budget_line(ax, rows)
             ax.set_xscale("log")
             ax.set_xlabel("parameters P (no embedding)")
             ax.set_title(split)
@@ -442,7 +496,8 @@ def compute_budgets(plt, rows: pd.DataFrame, budgets: list[float]):
         for row, q in enumerate(QUANTITY):
             ax = axes[row][c]
             for a in budgets:
-                ax.plot(g["batch_size"], g[f"a{a:g}_{split}_{q}"], color=colour(a), marker="o", ms=4)
+                ax.plot(g["batch_size"], _pct(q) * g[f"a{a:g}_{split}_{q}"], color=colour(a),
+                        marker="o", ms=4)
             _quantity_axes(ax, q, ylabel=c == 0)
             _swept_x(ax, rows["batch_size"].unique(), "batch_size", True)
             ax.set_title(f"{_name(model)}, {split}")

@@ -1,0 +1,438 @@
+"""The results pages, in two layers: docs/results.md, the summary a reader finishes (what was
+found in a few sentences, one table of the tested claims, the counts per source), and
+docs/results/<task>.md, one page per source with everything behind its rows (the run sets once,
+the headline metrics and every seed, each finding's test and measurement once, every claim of
+the ledger, the figures). Both are rendered from docs/results.json (report/results.py: collect);
+the words of a verdict are defined in docs/verdicts.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from arithrepro.report.results import (CLAIMS_END, CLAIMS_START, costs, seeds_table,
+                                       where)
+from arithrepro.report.tables import format_mean
+
+SHORT = 160    # characters: the longest text a summary cell holds before it points to its detail
+NAMED = 4      # the not-reproduced claims the summary's sentences name
+LONGER = 240   # the longest an untested claim's reason or a setting's note holds on a source's
+               # page before it points to its ledger entry
+
+
+def pages(data: dict, figures: dict) -> dict[str, str]:
+    """{path under docs/: text}: the summary and one page per task; `figures`: {task: [the
+    copies' names under docs/results/]}."""
+    out = {"results.md": summary(data)}
+    for task, t in data["tasks"].items():
+        out[f"results/{task}.md"] = detail(data, task, t, figures.get(task, []))
+    return out
+
+
+# --- the summary -------------------------------------------------------------------------------
+
+def summary(data: dict) -> str:
+    lines = ["# Results", "",
+             "Written by the pipeline's `results` stage from the run records; edit nothing here. "
+             "How a verdict is reached, and what each word means: [verdicts.md](verdicts.md). "
+             "Each source's page, one click from its rows, holds the run sets, every seed, each "
+             "test's measurement and the claims not tested here.", "",
+             f"From {where(data)}. {costs(data)}", ""]
+    found = found_sentences(data, "results/")
+    if found:
+        lines += ["## What was found", "", " ".join(found), ""]
+    tested = [(task, r) for task, t in data["tasks"].items() for r in _ledger(t)
+              if _tested(r) and r.get("class") != _consistency()]
+    if tested:
+        lines += ["## The tested claims", "",
+                  "| claim | source | the source's number | ours | verdict | judged | detail |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {cell(short(r['claim']))} | {task} | {cell(short(r['source']))} | "
+                  f"{cell(short(_ours(r)))} | {_word(r)} | {_class_short(r)} | "
+                  f"[{r['id']}](results/{task}.md#{r['id']}) |" for task, r in tested]
+        lines.append("")
+    checks = [(task, r) for task, t in data["tasks"].items() for r in _ledger(t)
+              if _tested(r) and r.get("class") == _consistency()]
+    if checks:
+        lines += ["## Consistency checks", "",
+                  "Claims that hold by construction (a parameter count, a deterministic cell) or "
+                  "that any working run passes: they check the build, and count as no "
+                  "reproduction.", "",
+                  "| claim | source | verdict | detail |", "|---|---|---|---|"]
+        lines += [f"| {cell(short(r['claim']))} | {task} | {_word(r)} | "
+                  f"[{r['id']}](results/{task}.md#{r['id']}) |" for task, r in checks]
+        lines.append("")
+    counted = by_source(data, "results/")
+    if counted:
+        lines += ["## By source", "", *counted]
+    return "\n".join(lines)
+
+
+def by_source(data: dict, prefix: str) -> list[str]:
+    """Each source's claims counted by verdict, linking its page (`prefix`: the pages' folder
+    as the linking file sees it)."""
+    from arithrepro.claims import SOURCE, STAND_IN, counts, total
+    from arithrepro.findings.base import (CLOSE, DIFFERS, NOT_REPRODUCED, REPRODUCED, SMALL,
+                                          UNTESTED)
+
+    rows = []
+    for task, t in data["tasks"].items():
+        if "ledger" not in t:
+            continue
+        c = counts(t["ledger"]["claims"])
+        split = lambda o: f"{c[o].get(SOURCE, 0)} / {c[o].get(STAND_IN, 0)}"  # noqa: E731
+        rows.append(f"| [{task}]({prefix}{task}.md): {t['ledger']['source']['title']} | "
+                    f"{split(REPRODUCED)} | {split(NOT_REPRODUCED)} | {split(CLOSE)} | "
+                    f"{split(DIFFERS)} | {total(c, SMALL)} | {total(c, 'consistency')} | "
+                    f"{total(c, UNTESTED)} | {c['settings']} |")
+    if not rows:
+        return []
+    return ["| source | reproduced (source's setting / stand-in) | not reproduced | too close "
+            "to call | differs between machines | n too small | consistency checks | not tested "
+            "here | settings |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
+
+
+def found_sentences(data: dict, prefix: str) -> list[str]:
+    """What held and what did not, in four or five sentences, from the verdicts alone."""
+    from arithrepro.claims import REASONS, SOURCE, STAND_IN
+    from arithrepro.findings.base import (CLOSE, DIFFERS, NOT_REPRODUCED, REPRODUCED, SMALL,
+                                          UNTESTED)
+
+    rows = [(task, r) for task, t in data["tasks"].items() for r in _ledger(t)]
+    if not rows:
+        return []
+    tested = [(task, r) for task, r in rows if _tested(r) and r.get("class") != _consistency()]
+    n = lambda o, cls=None: sum(r["outcome"] == o and (cls is None or r.get("class") == cls)  # noqa: E731
+                                for _, r in tested)
+    said = [f"Of the {_count(len(tested), 'claim')} a run here tested as a reproduction, "
+            f"{n(REPRODUCED)} reproduced ({n(REPRODUCED, SOURCE)} at the source's setting, "
+            f"{n(REPRODUCED, STAND_IN)} on a smaller stand-in), {n(NOT_REPRODUCED)} did not "
+            f"({n(NOT_REPRODUCED, SOURCE)} at the source's setting), {n(CLOSE)} are too close "
+            f"to call, {n(SMALL)} rest on too few seeds to decide"
+            + (f" and {n(DIFFERS)} differ between machines" if n(DIFFERS) else "") + "."]
+    held = {task: (sum(r["outcome"] == REPRODUCED for t2, r in tested if t2 == task),
+                   sum(t2 == task for t2, _ in tested)) for task in data["tasks"]}
+    said.append("By source, reproduced of tested: " + ", ".join(
+        f"[{task}]({prefix}{task}.md) {h} of {k}" for task, (h, k) in held.items() if k) + ".")
+    failed = [(task, r) for task, r in tested if r["outcome"] == NOT_REPRODUCED]
+    if failed:   # the first few named, the source's setting first
+        failed.sort(key=lambda tr: tr[1].get("class") != SOURCE)
+        named = "; ".join(f"{task}, {short(r['claim'], 90)} ({_class_short(r)})"
+                          for task, r in failed[:NAMED])
+        more = len(failed) - NAMED
+        said.append(f"Not reproduced: {named}" + (f"; and {more} more" if more > 0 else "") + ".")
+    checks = [r for _, r in rows if _tested(r) and r.get("class") == _consistency()]
+    if checks:
+        bad = sum(r["outcome"] != REPRODUCED for r in checks)
+        said.append(f"{_count(len(checks), 'consistency check')} of the build "
+                    + (("all hold." if len(checks) > 1 else "holds.") if not bad
+                       else f"{bad} {'does' if bad == 1 else 'do'} not hold."))
+    untested = [r for _, r in rows if r["outcome"] == UNTESTED]
+    if untested:
+        by = {reason: sum(r.get("reason") == reason for r in untested) for reason in REASONS}
+        said.append(f"{_count(len(untested), 'claim')} "
+                    f"{'is' if len(untested) == 1 else 'are'} not tested here: " + ", ".join(
+            f"{k} {REASONS[reason].replace('needs', 'need') if k != 1 else REASONS[reason]}"
+            for reason, k in by.items() if k) + ".")
+    return said
+
+
+# --- the README's first screen ---------------------------------------------------------------
+
+def claims_block(data: dict) -> str:
+    """The README's first-screen count of the sources' claims by verdict and class, per source."""
+    from arithrepro.claims import SOURCE, STAND_IN, counts, total
+    from arithrepro.findings.base import (CLOSE, DIFFERS, NOT_REPRODUCED, REPRODUCED, SMALL,
+                                          UNTESTED)
+
+    lines = [CLAIMS_START, ""]
+    every = data.get("claims")
+    if every and _before_classes(data):
+        lines += _counted_before_classes(data)
+    elif every:
+        lines += [" ".join(found_sentences(data, "docs/results/")), "",
+                  f"Each claim judged over seeds no recipe was tuned on, by a stated test "
+                  f"([docs/verdicts.md](docs/verdicts.md)); at the source's setting a run used "
+                  f"the source's data, model and budget, on a stand-in a smaller setting named on "
+                  f"its row ([docs/results.md](docs/results.md), the ledger: [claims/](claims)). "
+                  f"In all: **{counts_words(every)}**; {every.get('settings', 0)} more are "
+                  "settings the project follows or departs from, each named.", "",
+                  *by_source(data, "docs/results/"), f"From {where(data)}."]
+    else:
+        lines.append("No ledger judged yet: `make repro` writes it.")
+    return "\n".join([*lines, "", CLAIMS_END])
+
+
+def _before_classes(data: dict) -> bool:
+    """A results.json written before verdicts had classes (its counts a number per outcome)."""
+    return any(isinstance(v, int) for k, v in data["claims"].items() if k != "settings")
+
+
+def _counted_before_classes(data: dict) -> list[str]:
+    """The README's count from a results.json written before verdict classes: its own counts,
+    said to be that, until `make repro` judges the claims again."""
+    c = data["claims"]
+    words = ", ".join(f"{c.get(o, 0)} {o}" for o in
+                      ("reproduced", "not reproduced", "too close to call", "not tested here"))
+    commits = ", ".join(str(x)[:7] for x in data["origin"]["commit"])
+    lines = [f"The sources' claims as the runs of commit {commits} were judged, before verdicts "
+             "had classes (at the source's setting, on a stand-in, consistency checks) and the "
+             f"rules of [docs/verdicts.md](docs/verdicts.md): **{words}**; {c.get('settings', 0)} "
+             "more are settings the project follows or departs from, each named "
+             "([claims/](claims), [docs/results.md](docs/results.md)). `make repro` judges them "
+             "again by those rules.", "",
+             "| source | reproduced | not reproduced | too close to call | not tested here |",
+             "|---|---:|---:|---:|---:|"]
+    for task, t in data["tasks"].items():
+        if "ledger" in t:
+            outcomes = [r["outcome"] for r in t["ledger"]["claims"]]
+            lines.append(f"| [{task}](docs/results/{task}.md): {t['ledger']['source']['title']} | "
+                         + " | ".join(str(outcomes.count(o)) for o in
+                                      ("reproduced", "not reproduced", "too close to call",
+                                       "not tested here")) + " |")
+    return [*lines, "", f"From {where(data)}."]
+
+
+def counts_words(c: dict) -> str:
+    """'12 reproduced (4 at the source's setting, 8 on a stand-in), 3 not reproduced (…), …, 6
+    consistency checks (all hold), 40 not tested here (24 need the paper profile, …)'."""
+    from arithrepro.claims import CONSISTENCY, REASONS, SOURCE, STAND_IN, total
+    from arithrepro.findings.base import OUTCOMES, REPRODUCED, UNTESTED
+
+    said = []
+    for o in OUTCOMES:
+        n = total(c, o)
+        if o == UNTESTED:
+            parts = [f"{k} {REASONS[r].replace('needs', 'need') if k != 1 else REASONS[r]}"
+                     for r in REASONS if (k := c.get(o, {}).get(r, 0))]
+        else:
+            parts = [f"{k} {cls}" for cls in (SOURCE, STAND_IN) if (k := c.get(o, {}).get(cls, 0))]
+        said.append(f"{n} {o}" + (f" ({', '.join(parts)})" if n and parts else ""))
+    held = c.get("consistency", {})
+    n = sum(held.values())
+    fails = n - held.get(REPRODUCED, 0)
+    said.insert(-1, f"{n} {CONSISTENCY}{'s' * (n != 1)}" + (
+        "" if not n else " (all hold)" if not fails else f" ({fails} not holding)"))
+    return ", ".join(said)
+
+
+
+# --- a source's page ---------------------------------------------------------------------------
+
+def detail(data: dict, task: str, t: dict, figures: list[str]) -> str:
+    title = (t.get("ledger") or {}).get("source", {}).get("title", "")
+    lines = [f"# Results: {task}", "",
+             (f"{title}. " if title else "") + "Written by the pipeline's `results` stage; edit "
+             f"nothing here. [All sources](../results.md) · [the experiment](../{task}.md) · "
+             f"[what a verdict means](../verdicts.md) · [the ledger](../../claims/{task}.yaml)", ""]
+    lines += run_sets(t)
+    lines += ["## Headline metrics", "",
+              "Mean ± sample standard deviation (n − 1) over each configuration's n seeds; one "
+              "seed shows its value alone.", ""]
+    header = ["model", "size", "n", *t["metrics"]]
+    lines += ["| " + " | ".join(header) + " |",
+              "|" + "|".join(["---", "---"] + ["---:"] * (len(header) - 2)) + "|"]
+    for c in t["cells"]:
+        lines.append("| " + " | ".join([c["model"], c["size"], str(c["n"]), *(
+            format_mean(m, c[m]["mean"], c[m]["std"]) if c.get(m) else "–"
+            for m in t["metrics"])]) + " |")
+    lines += ["", *seeds_table(t)]
+    lines += findings_section(t.get("findings", []), data["profile"])
+    lines += ledger_section(task, t.get("ledger"), t.get("findings", []))
+    if figures:
+        lines += ["## Figures", ""]
+        lines += [f"![{task}: {Path(name).stem}]({name})\n" for name in figures]
+    return "\n".join(lines)
+
+
+def run_sets(t: dict) -> list[str]:
+    """Every run set that judged a claim of this source, once: where it ran, and whether its
+    code is the page's."""
+    seen = {}
+    for r in _ledger(t):
+        for j in r.get("judged") or []:
+            key = _set_name(j)
+            seen.setdefault(key, (j.get("where") or "–", j.get("other_code") or "the page's"))
+    if not seen:
+        return []
+    return ["## Run sets", "",
+            "The runs this page's verdicts rest on; each row below names the run sets that "
+            "judged it and which one decides.", "",
+            "| run set | where it ran | its code |", "|---|---|---|",
+            *(f"| {name} | {cell(w)} | {cell(code)} |" for name, (w, code) in seen.items()), ""]
+
+
+def findings_section(findings: list[dict], profile: str) -> list[str]:
+    """Each finding's claim, test and what the page's profile measured, once; the ledger's rows
+    point here."""
+    if not findings:
+        return []
+    from arithrepro.findings.base import verdict_word
+
+    lines = ["## Findings", "",
+             f"Each finding's stated test and what the {profile} profile's runs measured; the "
+             "claims below that a finding decides link here.", "",
+             "| finding | claim | test | verdict | measured |", "|---|---|---|---|---|"]
+    lines += [f"| <a id=\"{f['id']}\"></a>{f['id']} | {cell(f['claim'])} | "
+              f"{cell(f.get('test', ''))} | {verdict_word(f)} | {cell(f['measured'])} |"
+              for f in findings]
+    return [*lines, ""]
+
+
+def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list[str]:
+    """The source's claims: the tested ones with the source's number, ours, the verdict, its
+    class and rule, and the run sets that judged it; the untested folded by reason; the
+    settings folded."""
+    from arithrepro.claims import REASONS, counts
+    from arithrepro.findings.base import UNTESTED
+
+    if not ledger:
+        return []
+    src, rows = ledger["source"], ledger["claims"]
+    measured = {f["id"]: f["measured"] for f in findings}
+    lines = ["## The source's claims", "",
+             f"Source {src['file']}: {src['carries']} Of its "
+             f"{sum(r['outcome'] is not None for r in rows)} claims: "
+             f"{counts_words(counts(rows))}.", ""]
+    if src.get("watched"):
+        w = src["watched"]
+        lines += [f"Seeds {', '.join(map(str, w['seeds']))} are watched: {w['why']}", ""]
+    judged = [r for r in rows if _tested(r)]
+    if judged:
+        lines += ["| claim | in the source | the source's number | ours | verdict | run sets |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| <a id=\"{r['id']}\"></a>{cell(r['claim'])} | {_entry(task, r)} | "
+                  f"{cell(r['source'])} | {cell(_ours(r, measured))} | {cell(verdict_cell(r))} | "
+                  f"{cell(runs_cell(r))} |" for r in judged]
+    for reason, words in REASONS.items():
+        left = [r for r in rows if r["outcome"] == UNTESTED and r.get("reason") == reason]
+        if left:
+            lines += ["", f"<details><summary>Not tested here, {words} ({len(left)})</summary>",
+                      "", "Why, and what it would take, in short; the ledger entry has it whole.",
+                      "", "| claim | in the source | the source's number | why |",
+                      "|---|---|---|---|"]
+            lines += [f"| <a id=\"{r['id']}\"></a>{cell(r['claim'])} | {_entry(task, r)} | "
+                      f"{cell(r['source'])} | {cell(short(r['why'], LONGER))}"
+                      + (f" Beside: {cell(runs_cell(r))}" if r.get("judged") else "") + " |"
+                      for r in left]
+            lines += ["", "</details>"]
+    settings = [r for r in rows if r["outcome"] is None]
+    if settings:
+        lines += ["", f"<details><summary>The source's settings ({len(settings)}), and how "
+                  "this project follows them</summary>", "",
+                  "How this project follows each, in short; the ledger entry has it whole.", "",
+                  "| setting | in the source | here |", "|---|---|---|"]
+        lines += [f"| <a id=\"{r['id']}\"></a>{cell(r['claim'])} | {_entry(task, r)} | "
+                  f"{cell(short(r['why'], LONGER))} |" for r in settings]
+        lines += ["", "</details>"]
+    return [*lines, ""]
+
+
+def verdict_cell(r: dict) -> str:
+    """A tested claim's verdict as its row reads: the word, its class, the stand-in's difference
+    or why it is a consistency check, and the rule it was decided by (a finding: a link to it)."""
+    from arithrepro.claims import CONSISTENCY, STAND_IN
+    from arithrepro.findings.base import verdict_word
+
+    word = verdict_word(r)
+    if r.get("class"):
+        word += f", {r['class']}"
+    decider = next((j for j in r.get("judged") or [] if j["set"] == r.get("via")
+                    and not j.get("watched") and not j.get("setting")), None)
+    if decider and r.get("class") == STAND_IN:
+        word += f" ({decider['stand_in']})"
+    elif decider and r.get("class") == CONSISTENCY:
+        word += f" ({decider['consistency']})"
+    why = r.get("why") or ""
+    if why.startswith("finding "):
+        name = why.split()[1]
+        why = f"finding [{name}](#{name})"
+    return word + (f": {why}" if why else "")
+
+
+def runs_cell(r: dict) -> str:
+    """Which run sets judged the claim (their provenance: the page's run-set table), the deciding
+    one first, the others' verdicts beside."""
+    from arithrepro.findings.base import verdict_word
+
+    judged = sorted(r.get("judged") or [], key=lambda j: (
+        j["set"] != r.get("via") or bool(j.get("watched")) or bool(j.get("setting")),
+        bool(j.get("watched"))))
+    out = []
+    for j in judged:
+        role = ("decides" if j["set"] == r.get("via") and not j.get("watched")
+                and not j.get("setting") else
+                "watched seeds, decides nothing" if j.get("watched") else "beside")
+        head = f"**{_set_name(j, watched=False)}** ({role}"
+        if role != "decides":
+            head += f": {verdict_word(j)}, {j['class']}" + (f", {j['ours']}" if j.get("ours") else "")
+        out.append(head + ")" + (", other code" if j.get("other_code") else ""))
+    return "; ".join(out) or "–"
+
+
+# --- pieces ------------------------------------------------------------------------------------
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def _entry(task: str, r: dict) -> str:
+    """Where the source says it, and a link to the claim's entry in the ledger."""
+    line = f"#L{r['line']}" if r.get("line") else ""
+    return f"{cell(r['where'])} ([ledger](../../claims/{task}.yaml{line}))"
+
+
+def _ledger(t: dict) -> list[dict]:
+    return (t.get("ledger") or {}).get("claims", [])
+
+
+def _tested(r: dict) -> bool:
+    from arithrepro.findings.base import UNTESTED
+
+    return r["outcome"] not in (None, UNTESTED)
+
+
+def _consistency() -> str:
+    from arithrepro.claims import CONSISTENCY
+
+    return CONSISTENCY
+
+
+def _set_name(j: dict, watched: bool = True) -> str:
+    return (j["set"] + (f" @ {j['setting']}" if j.get("setting") else "")
+            + (" (watched seeds)" if watched and j.get("watched") else ""))
+
+
+def _ours(r: dict, measured: dict | None = None) -> str:
+    """What the runs measured; a finding's measurement, written once in the findings table,
+    linked instead where it is the one shown there."""
+    why, ours = r.get("why") or "", r.get("ours") or "–"
+    if measured is not None and why.startswith("finding ") and measured.get(why.split()[1]) == ours:
+        return f"[measured](#{why.split()[1]})"
+    return ours
+
+
+def _word(r: dict) -> str:
+    from arithrepro.findings.base import verdict_word
+
+    return verdict_word(r)
+
+
+def _class_short(r: dict) -> str:
+    from arithrepro.claims import SOURCE, STAND_IN
+
+    return {SOURCE: "the source's setting", STAND_IN: "a stand-in"}.get(r.get("class"), "–")
+
+
+def short(text: str, limit: int = SHORT) -> str:
+    """`text` whole if it fits in `limit` characters, else cut at the last clause boundary
+    before it, with an ellipsis."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    at = max(cut.rfind(s) for s in ("; ", ", ", " ("))
+    return (cut[:at] if at > limit // 2 else cut.rsplit(" ", 1)[0]) + " …"
+
+
+def cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
