@@ -41,12 +41,14 @@ $(BIN)/uv:
 	$(BIN)/python -m pip install --quiet uv==0.13.9
 
 # The stages of `dvc repro`, several at once (arithrepro/repro.py; docs/running.md).
+# the pipeline, then its pages published to docs/ and the README's blocks (refused for a smoke
+# profile, or while a stage is not up to date)
 repro: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --readme
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --publish
 
 # modular's sanity study at every one of the source's values (conf/sanity/source.yaml: 10,001
-# steps, five seeds; about an hour on two cores, docs/modular.md): in a worktree of HEAD that
+# steps, seven seeds; hours on two cores, docs/modular.md): in a worktree of HEAD that
 # shares this workspace's DVC cache, so the cpu profile's other cells come from its run cache
 # (run `make repro` first) and the new ones go to it; the verdicts of the claims it tests go
 # to docs/runsets/modular-source.json, which this workspace's results page reads.
@@ -56,13 +58,15 @@ modular-source: setup
 	cd $(SOURCE_WS) && $(abspath $(BIN))/dvc cache dir --local $(abspath .dvc/cache) \
 	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro compose-params -S sanity=source \
 	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro repro
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --from $(SOURCE_WS)/docs/results.json
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro results
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --readme
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --from $(SOURCE_WS)/pages/results.json
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --publish
 	git worktree remove --force $(SOURCE_WS)
 
+# a first try: the smoke profile in a copy of this checkout (.dvc/tmp/smoke), which leaves
+# params.yaml, dvc.lock, docs/ and README.md here as they were
 smoke: setup
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc exp run -S profile=smoke
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro smoke
 
 # Two workers, each file on one of them, the files that run the real pipeline first (the order in
 # tests/conftest.py): they run side by side, the rest of the suite after them. One thread per

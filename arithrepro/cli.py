@@ -30,12 +30,14 @@ COMMANDS = {
     "compose-params": ("compose_params", "compose_params"),   # not a stage: conf/ -> params.yaml
     "pipeline": ("pipeline", "pipeline"),   # not a stage: the registries -> dvc.yaml
     "repro": ("repro", "repro"),            # not a stage: dvc repro, stages side by side
+    "smoke": ("smoke", "smoke"),            # not a stage: the smoke profile in a copy
     "crosscheck": ("crosscheck", "crosscheck"),   # not a stage: the findings on another CPU setting
 }
 # how `arithrepro --help` lists them, a line each: what a user runs, then what the pipeline runs
 SECTIONS = {
     "Commands": {
         "repro": "run the pipeline (dvc repro), stages side by side",
+        "smoke": "the whole pipeline at toy sizes, in a copy of this checkout",
         "exps": "compare experiments: params that differ, headline metrics",
         "estimate": "project a profile's training time on this machine",
         "compose-params": "write params.yaml from conf/ and overrides",

@@ -153,12 +153,12 @@ def stages() -> list[tuple[str, list[Stage]]]:
               # them at once (`dvc metrics diff`)
               metrics=[{"metrics/headline.json": {"cache": False}}],
               deps=[d for n in TASKS for d in records(n)]),
-        # git-tracked, so that a web view of the repository shows the results
+        # an output like any other, whatever the profile: `arithrepro results --publish` copies
+        # a full profile's pages to the git-tracked docs/ (what a clone and a web view show)
         Stage("results", "results", None, models=BUILDS,
               params=["profile", "claims.targets", *run_keys,
                       *(f"{n}.{k}" for n, keys in READS.items() for k in keys)],
-              outs=[{path: {"cache": False}} for path in
-                    ("docs/results.md", "docs/results.json", "docs/results")],
+              outs=["pages"],
               deps=[*(d for n in TASKS for d in records(n)),
                     *(f for f in FIGURES.values() for f in f.shown),
                     # the claims ledger, and the run sets made elsewhere: a named target's

@@ -1,5 +1,7 @@
-"""results: the results page (docs/results.md, docs/results.json, docs/results/*.png) from every
-task's run records, and, with --readme, README.md's results block from docs/results.json."""
+"""results: the results pages (pages/results.md, pages/results.json, pages/results/: a page per
+source and its figures) from every task's run records, a DVC output like any other; with
+--publish, those pages copied to docs/ (git-tracked, what a clone and a web view show) and
+README.md's blocks written from them, only from a complete run of a full profile."""
 
 from __future__ import annotations
 
@@ -10,18 +12,23 @@ import click
 from arithrepro.stages.common import done, friendly_errors, params_option
 
 DOCS = Path("docs")
+PAGES = Path("pages")   # the stage's output; docs/ holds the published copy
+PUBLISHED = ("results.md", "results.json", "results")
 
 
 @click.command("results")
 @params_option
+@click.option("--publish", is_flag=True,
+              help="Only copy pages/ to docs/ and rewrite README.md's blocks from them, where "
+                   "they come from a full profile whose pipeline is up to date (not a stage).")
 @click.option("--readme", is_flag=True,
-              help="Only rewrite README.md's results and claims blocks from docs/results.json "
-                   "(not a stage).")
+              help="Only rewrite README.md's results and claims blocks from the published "
+                   "docs/results.json (not a stage).")
 @click.option("--from", "from_path", metavar="RESULTS_JSON",
               help="Only write docs/runsets/modular-source.json from the results.json of a workspace "
                    "that ran sanity=source (`make modular-source`; not a stage).")
 @friendly_errors
-def results(params_path: str, readme: bool, from_path: str | None) -> None:
+def results(params_path: str, publish: bool, readme: bool, from_path: str | None) -> None:
     """Write the results page.
 
     Reads the record of every run the params ask for (params: each task's lists that name its
@@ -29,23 +36,27 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     shows first (report/figures.py: `shown`); checks each task's findings on the records
     (arithrepro/findings/) and judges every claim of the ledger, claims/<task>.yaml
     (arithrepro/claims.py), with docs/runsets/ for the claims only `make
-    modular-source` tests. Writes docs/results.json, the summary docs/results.md, a page per
-    source and small copies of those figures in docs/results/, git-tracked (DVC does not cache
-    them). With --readme, reads
-    docs/results.json and rewrites README.md's results block, nothing else.
+    modular-source` tests. Writes pages/results.json, the summary pages/results.md, a page per
+    source and small copies of those figures in pages/results/, a DVC output. With --publish,
+    copies them to docs/ and rewrites README.md's results and claims blocks; with --readme,
+    rewrites those blocks from docs/results.json, nothing else. Neither publishes a smoke
+    profile's pages, nor (--publish) pages the pipeline's current state did not make.
     """
     from arithrepro.io import read_json, write_json, write_text
-    from arithrepro.report.results import collect, readme_block, thumbnail, with_block
+    from arithrepro.report.results import collect, publishable, thumbnail
 
-    if readme:
-        from arithrepro.report.results import CLAIMS_END, CLAIMS_START
-        from arithrepro.report.results_page import claims_block
+    if publish or readme:
+        from arithrepro.report.results import publish_pages
+        from arithrepro.report.results_page import write_readme
 
-        data = read_json(DOCS / "results.json", ("profile", "runs", "origin", "tasks"))
-        text = with_block(Path("README.md").read_text(), readme_block(data))
-        text = with_block(text, claims_block(data), CLAIMS_START, CLAIMS_END)
-        write_text("README.md", text)
-        done("results: README.md's results and claims blocks <- docs/results.json")
+        source = PAGES if publish else DOCS
+        data = read_json(source / "results.json", ("profile", "runs", "origin", "tasks"))
+        publishable(data, source / "results.json", up_to_date if publish else None)
+        if publish:
+            publish_pages(PAGES, DOCS, PUBLISHED)
+        write_readme(Path("README.md"), data)
+        done(f"results: {'docs/ <- pages/, ' if publish else ''}README.md's results and claims "
+             f"blocks <- {source}/results.json")
         return
     if from_path:
         from arithrepro.report.results import source_study
@@ -83,18 +94,28 @@ def results(params_path: str, readme: bool, from_path: str | None) -> None:
     data = collect(df, REPORTS, [o for n in TASKS for o in origins[n]],
                    params["profile"], findings, judged)
     data["targets"] = list(targets)
-    shutil.rmtree(DOCS / "results", ignore_errors=True)   # figures of tasks no longer shown go
+    shutil.rmtree(PAGES, ignore_errors=True)   # figures of tasks no longer shown go
     figures = {}
     for name in TASKS:
         for src in FIGURES[name].shown if name in FIGURES else ():
             src = Path(src)
             if not src.is_file():
                 raise FileNotFoundError(f"{src}: missing; run `dvc repro render-figures-{name}`")
-            figures.setdefault(name, []).append(thumbnail(src, DOCS / "results" / f"{name}_{src.name}").name)
+            figures.setdefault(name, []).append(thumbnail(src, PAGES / "results" / f"{name}_{src.name}").name)
     from arithrepro.report.results_page import pages
 
-    write_json(DOCS / "results.json", data)
+    write_json(PAGES / "results.json", data)
     for name, text in pages(data, figures).items():
-        write_text(DOCS / name, text)
-    done(f"results: {data['runs']} runs -> {DOCS}/results.md, results.json, a page per source "
-         f"and {sum(map(len, figures.values()))} figures in {DOCS}/results/")
+        write_text(PAGES / name, text)
+    done(f"results: {data['runs']} runs -> {PAGES}/results.md, results.json, a page per source "
+         f"and {sum(map(len, figures.values()))} figures in {PAGES}/results/ "
+         f"(`arithrepro results --publish` copies them to {DOCS}/)")
+
+
+def up_to_date() -> list[str]:
+    """The stages `dvc status` finds changed (none: every output is what the pipeline's
+    current code, params and data make)."""
+    from dvc.repo import Repo
+
+    with Repo() as repo:
+        return sorted(repo.status())

@@ -398,9 +398,15 @@ def test_modular_sanity_one_seed_draws_no_band(tmp_path, drawn):
 
 # --- charlm ----------------------------------------------------------------------------------
 
+def corpus(tmp_path, source="python-docs", path=None):
+    (tmp_path / "data").mkdir(exist_ok=True)
+    (tmp_path / "data" / "meta.json").write_text(json.dumps({"source": source, "path": path}))
+    return tmp_path / "data"
+
+
 def test_charlm_validation_band_per_run(tmp_path, drawn):
     summary, out = charlm_inputs(tmp_path, THREE)
-    charlm_figures.render_charlm(summary, None, None, out, tmp_path / "runs")
+    charlm_figures.render_charlm(summary, None, corpus(tmp_path), out, tmp_path / "runs")
     fig = drawn["loss_curves.png"]
     assert [len(_bands(ax)) for ax in fig.axes] == [2, 2]  # a band per model, per seq_length
     live = tmp_path / "runs" / "charlm"
@@ -409,7 +415,7 @@ def test_charlm_validation_band_per_run(tmp_path, drawn):
     expected = (np.mean(v) - np.std(v, ddof=1), np.mean(v) + np.std(v, ddof=1))
     assert any(np.allclose(_band_at(b, 200), expected) for b in _bands(fig.axes[1]))
     assert "mean over 3 seeds" in _title(fig) and "± sample std" in _title(fig)
-    assert "bits per character" in _title(fig)
+    assert "charlm on Python's documentation: bits per character" in _title(fig)
     for ax in fig.axes:   # each panel's legend: its runs, the final loss as mean ± std
         assert any("±" in t.get_text() for t in ax.get_legend().get_texts())
     assert not fig.legends
@@ -417,7 +423,20 @@ def test_charlm_validation_band_per_run(tmp_path, drawn):
 
 def test_charlm_one_seed_draws_no_band(tmp_path, drawn):
     summary, out = charlm_inputs(tmp_path, ONE)
-    charlm_figures.render_charlm(summary, None, None, out, tmp_path / "runs")
+    charlm_figures.render_charlm(summary, None, corpus(tmp_path, "file", "/x/stories.txt"), out,
+                                 tmp_path / "runs")
     fig = drawn["loss_curves.png"]
     assert not any(_bands(ax) for ax in fig.axes)
-    assert "±" not in _title(fig)
+    assert "±" not in _title(fig) and "charlm on stories.txt" in _title(fig)
+
+
+def test_charlm_keeps_a_models_colour_whichever_models_ran(tmp_path, drawn):
+    summary, out = charlm_inputs(tmp_path, ONE)
+    colours = []
+    for shown in (summary, summary[summary["model"] != "gru"]):
+        charlm_figures.render_charlm(shown, None, corpus(tmp_path), out, tmp_path / "runs")
+        colours.append({ln.get_label().split()[0]: ln.get_color()
+                        for ln in drawn["loss_curves.png"].axes[0].get_lines()
+                        if ln.get_label().endswith(": train")})
+    assert set(colours[0]) == {"gru", "transformer-1"} and set(colours[1]) == {"transformer-1"}
+    assert colours[0]["transformer-1"] == colours[1]["transformer-1"] != colours[0]["gru"]

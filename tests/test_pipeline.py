@@ -5,6 +5,7 @@ tests/test_pipeline_remote.py; the queued-grid recipe has its own clone: tests/t
 
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -25,6 +26,12 @@ CHARLM_MODELS = ["rnn", "multi-rnn", "gru", "transformer-1", "transformer-8"]
 SMOKE = ["-S", "profile=smoke"]
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """A command of this environment run in `cwd`, its exit status and output kept."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def metrics(path: Path) -> dict:
@@ -157,25 +164,59 @@ def test_every_figure_is_a_png(first_run):
 
 
 def test_the_results_page_and_the_readmes_block(first_run, tmp_path):
+    """The stage writes its pages to pages/ (a DVC output); docs/ and README.md, the published
+    copy, are left as the commit has them, and a smoke run's pages are refused publication."""
     gpu = first_run.saved / "gpu"
-    summary = (gpu / "docs" / "results.md").read_text()
+    summary = (gpu / "pages" / "results.md").read_text()
     assert "profile **smoke**" in summary and "25 runs" in summary
     tasks = ("expr", "abacus", "looped", "modular", "charlm")
     assert all(f"](results/{task}.md)" in summary for task in tasks)
-    pages = {t: (gpu / "docs" / "results" / f"{t}.md").read_text() for t in tasks}
+    pages = {t: (gpu / "pages" / "results" / f"{t}.md").read_text() for t in tasks}
     assert all(pages[t].startswith(f"# Results: {t}\n") for t in tasks)
     shown = [name for text in pages.values() for name in re.findall(r"!\[[^]]*\]\(([^)]+)\)", text)]
     assert len(shown) == 8, shown
     for name in shown:
-        assert (gpu / "docs" / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
-    data = json.loads((gpu / "docs" / "results.json").read_text())
+        assert (gpu / "pages" / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    data = json.loads((gpu / "pages" / "results.json").read_text())
     assert data["runs"] == 25 and len(data["origin"]["commit"]) == 1
+    tracked = ["docs/results.md", "docs/results.json", "docs/results", "README.md"]
+    assert sh(["git", "status", "--porcelain", "--", *tracked], gpu) == ""
+    # the smoke run is complete (`dvc status` finds nothing changed), yet never published
+    up = sh([sys.executable, "-c", "from arithrepro.stages.results import up_to_date; "
+             "print(up_to_date())"], gpu)
+    assert up.strip().splitlines()[-1] == "[]"
+    refused = run(["arithrepro", "results", "--publish"], gpu)
+    assert refused.returncode != 0 and "pages/results.json: from the smoke profile" in refused.stderr
+    assert sh(["git", "status", "--porcelain", "--", *tracked], gpu) == ""
+    # the README's blocks, rendered from the same results as if a full profile made them
     (tmp_path / "docs").mkdir()
-    shutil.copy(gpu / "docs" / "results.json", tmp_path / "docs")
     shutil.copy(gpu / "README.md", tmp_path)
+    (tmp_path / "docs" / "results.json").write_text(json.dumps({**data, "profile": "smoke"}))
+    refused = run(["arithrepro", "results", "--readme"], tmp_path)
+    assert refused.returncode != 0 and "from the smoke profile" in refused.stderr
+    (tmp_path / "docs" / "results.json").write_text(json.dumps({**data, "profile": "cpu"}))
     sh(["arithrepro", "results", "--readme"], tmp_path)
-    block = (tmp_path / "README.md").read_text().split("## Results", 1)[1].split("\n## ", 1)[0]
-    assert "| expr | gpt small: test_acc" in block and "profile **smoke**" in block
+    readme = (tmp_path / "README.md").read_text()
+    block = readme.split("## Results", 1)[1].split("\n## ", 1)[0]
+    assert "| expr | gpt small: test_acc" in block and "The 25 runs the claims above rest on" in block
+    assert readme.count("From profile **cpu**, 25 runs") == 1
+
+
+def test_a_smoke_try_leaves_the_checkout_as_it_was(tmp_path):
+    """`make smoke` (`arithrepro smoke`) runs in a copy of the checkout: params.yaml, dvc.lock,
+    the tracked results and README stay as committed, and `make repro` afterwards would run the
+    default profile. (Its first stages only, which are what touch the workspace's files.)"""
+    from tests.workspace import make_clone
+
+    clone = make_clone(tmp_path / "clone")
+    out = run(["arithrepro", "smoke", "generate-looped"], clone)
+    assert out.returncode == 0, out.stderr
+    assert "its page: .dvc/tmp/smoke/pages/results.md" in out.stderr
+    assert sh(["git", "status", "--porcelain", "--untracked-files=no"], clone) == ""
+    copy = clone / ".dvc" / "tmp" / "smoke"
+    assert "profile: smoke" in (copy / "params.yaml").read_text()
+    assert (copy / "data" / "looped").is_dir() and not (clone / "data").exists()
+    assert "profile: cpu" in (clone / "params.yaml").read_text()
 
 
 def test_every_plot_renders(first_run):

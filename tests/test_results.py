@@ -68,6 +68,36 @@ def test_a_readme_without_its_block_is_one_clear_error():
     assert results.with_block(text, "new") == "a\nnew\nb\n"
 
 
+def test_only_a_full_profiles_complete_run_is_published(tmp_path):
+    data = {"profile": "smoke"}
+    with pytest.raises(ValueError, match="x.json: from the smoke profile, which is never published"):
+        results.publishable(data, Path("x.json"))
+    results.publishable({"profile": "cpu"}, Path("x.json"), lambda: [])
+    stale = lambda: ["results", "train-expr@gpt-small-100", "evaluate-expr@gpt-small-100", "x"]  # noqa: E731
+    with pytest.raises(ValueError, match=r"x.json: 4 stage\(s\) of the pipeline are not up to "
+                                         r"date \(results, train-expr@gpt-small-100, evaluate-"
+                                         r"expr@gpt-small-100, \.\.\.\); run `arithrepro repro`"):
+        results.publishable({"profile": "cpu"}, Path("x.json"), stale)
+
+
+def test_publishing_copies_the_pages_and_replaces_the_old_ones(tmp_path):
+    src, dst = tmp_path / "pages", tmp_path / "docs"
+    (src / "results").mkdir(parents=True)
+    (src / "results.md").write_text("new page")
+    (src / "results" / "expr.md").write_text("new expr")
+    (dst / "results").mkdir(parents=True)
+    (dst / "results" / "gone.md").write_text("a page no longer made")
+    (dst / "other.md").write_text("kept")
+    with pytest.raises(FileNotFoundError, match="pages/results.json: missing"):
+        results.publish_pages(src, dst, ("results.md", "results.json", "results"))
+    assert (dst / "results" / "gone.md").exists() and not (dst / "results.md").exists()
+    (src / "results.json").write_text("{}")
+    results.publish_pages(src, dst, ("results.md", "results.json", "results"))
+    assert sorted(p.relative_to(dst).as_posix() for p in dst.rglob("*")) == [
+        "other.md", "results", "results.json", "results.md", "results/expr.md"]
+    assert (dst / "results.md").read_text() == "new page"
+
+
 def test_a_figure_copy_is_no_wider_than_the_page(tmp_path):
     from PIL import Image
 
@@ -165,7 +195,9 @@ def test_the_ledger_on_the_page_and_its_counts_in_the_readme(data):
            "on a stand-in (problems of 3-8 characters, not 8-30): finding [expr.order](#expr.order) | " \
            "**cpu** (decides) |" in row
     assert f"| cpu | {WHERE} | the page's |" in page   # where it ran: once, in the run sets
-    assert "<summary>The source's settings (1), and how this project follows them</summary>" in page
+    assert "<summary>The source's settings (1), each followed or departed from as its ledger " \
+           "entry says</summary>\n\n- <a id=\"expr.b\"></a>LAMB ([ledger](../../claims/expr.yaml))\n" \
+           in page
     assert "<summary>Not tested here, not measurable (1)</summary>" in page
     # the summary: the tested claim in one short row, linking its detail
     assert "| ReTran \\| first | expr | – | Δ +1.2 points | too close to call | a stand-in | " \

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from arithrepro.report.plotting import (PALETTE, STYLE, pyplot, read_csv, save, seed_note,
+from arithrepro.report.plotting import (STYLE, arch_style, pyplot, read_csv, save, seed_note,
                                        seeds_per_cell, seed_spread, shade_spread)
 from arithrepro.runs import RUNS, Files, run_name
 
@@ -59,15 +59,33 @@ def compute_markdown(frame: pd.DataFrame, device: str) -> str:
     return "\n".join(out)
 
 
+# charlm's architectures: each keeps its colour in every profile, whichever of them a run shows
+MODELS = ("rnn", "multi-rnn", "gru", "transformer-1", "transformer-8")
+CORPORA = {"python-docs": "Python's documentation", "tinystories": "TinyStories",
+           "arithmetic": "expr's arithmetic lines"}
+
+
+def corpus_name(data_dir: Path) -> str:
+    """What the runs trained on, from the corpus stage's meta.json (its source, or a file's
+    name)."""
+    from arithrepro.io import read_json
+
+    meta = read_json(Path(data_dir) / "meta.json", ("source",))
+    if meta["source"] == "file" and meta.get("path"):
+        return Path(meta["path"]).name
+    return CORPORA.get(meta["source"], meta["source"])
+
+
 def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir: Path,
                   runs_dir: Path = Path("runs")) -> list[Path]:
-    """plots/charlm/loss_curves.png: every run's training loss (a running mean over about 2 %
+    """plots/charlm/loss_curves.png, on the corpus data_dir/meta.json names: every run's training loss (a running mean over about 2 %
     of the steps, the raw values faint) and validation loss, one panel per seq_length. A run
     trained with several seeds is drawn as their mean, its validation loss shaded ± std."""
     runs = summary.sort_values(["seq_length", "params"])
     lengths = sorted(runs["seq_length"].unique())
     models = list(dict.fromkeys(runs["model"]))
-    colours = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
+    colours = {m: arch_style(m, {*MODELS, *models})["color"] for m in models}
+    corpus = corpus_name(data_dir)
     plt = pyplot()
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, len(lengths), figsize=(5.6 * len(lengths), 4.6),
@@ -98,10 +116,11 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
         axes[0][0].set_ylabel("cross-entropy (bits per character)")
         n = seeds_per_cell(runs)
         if n.max() > 1:
-            fig.suptitle(f"charlm: bits per character, {seed_note(n, 'mean')}\n"
+            fig.suptitle(f"charlm on {corpus}: bits per character, {seed_note(n, 'mean')}\n"
                          "(train: running mean; validation: dashed, shaded ± sample std)")
         else:
-            fig.suptitle("charlm: bits per character (train: running mean, validation: dashed)")
+            fig.suptitle(f"charlm on {corpus}: bits per character (train: running mean, "
+                         "validation: dashed)")
         return [save(plt, fig, Path(out_dir) / "loss_curves.png")]
 
 

@@ -49,6 +49,7 @@ FIGURES = {
                                 "compute_metrics", "compute_budgets", "regularization_curves",
                                 "regularization_metrics"),
                        _modular("sanity_curves", "sanity_dynamics", "data_metrics")),
-    "charlm": Figures(render_charlm, ("runs/charlm",), ("plots/charlm/loss_curves.png",),
+    "charlm": Figures(render_charlm, ("runs/charlm", "data/charlm/meta.json"),
+                      ("plots/charlm/loss_curves.png",),
                       ("plots/charlm/loss_curves.png",)),
 }

@@ -1,7 +1,7 @@
-"""docs/results.json, collected from the run records by the `results` stage (the pages
+"""pages/results.json, collected from the run records by the `results` stage (the pages
 rendered from it: report/results_page.py), small copies of the figures a reader looks at first
-(docs/results/), and the README's blocks, rendered from docs/results.json (`arithrepro results
---readme`).
+(pages/results/), their publication to docs/ and the README's blocks, rendered from the
+published docs/results.json (`arithrepro results --publish`, `--readme`).
 
 Every number on the page and in the block comes from the records: each task's headline metrics
 per model and size (mean ± sample std over seeds, and n), where the runs ran (commit, CPU and its
@@ -118,7 +118,8 @@ def seeds_table(t: dict) -> list[str]:
 
 
 def readme_block(data: dict) -> str:
-    """The README's results section body: one row per task, its headline metrics per cell."""
+    """The README's results section body: one row per task, its headline metrics per cell (the
+    run's provenance is in the claims block above it, once)."""
     rows = ["| experiment | headline metrics: mean ± std over seeds (n) | detail |",
             "|---|---|---|"]
     for task, t in data["tasks"].items():
@@ -127,8 +128,47 @@ def readme_block(data: dict) -> str:
             values = ", ".join(f"{m} {_stat(m, c.get(m))}" for m in t["metrics"])
             parts.append(f"{c['model']} {c['size']}: {values} ({c['n']})")
         rows.append(f"| {task} | " + "; ".join(parts) + f" | [docs/{task}.md](docs/{task}.md) |")
-    return "\n".join([README_START, "", f"From {where(data)}; all of it on "
-                      "[docs/results.md](docs/results.md).", "", *rows, "", README_END])
+    return "\n".join([README_START, "", f"The {data['runs']} runs the claims above rest on, per "
+                      "model and size; all of it on [docs/results.md](docs/results.md).", "",
+                      *rows, "", README_END])
+
+
+def publishable(data: dict, path: Path, changed=None) -> None:
+    """Refuses (ValueError naming `path`) results a reader must not take for the reference: a
+    smoke profile's, or, given `changed()` (the stages `dvc status` finds changed), any while a
+    stage is not what the pipeline's current state makes (a run cut short, a change not run)."""
+    if data.get("profile") == "smoke":
+        raise ValueError(f"{path}: from the smoke profile, which is never published; its pages "
+                         "stay where the run wrote them")
+    stale = changed() if changed else []
+    if stale:
+        raise ValueError(f"{path}: {len(stale)} stage(s) of the pipeline are not up to date "
+                         f"({', '.join(stale[:3])}{', ...' if len(stale) > 3 else ''}); "
+                         "run `arithrepro repro` first")
+
+
+def publish_pages(src: Path, dst: Path, names: tuple[str, ...]) -> None:
+    """Each of `names` (files and folders) copied from src/ to dst/, every one checked present
+    before any is written; a folder is copied beside its old copy, then swapped in."""
+    import shutil
+
+    missing = [str(src / n) for n in names if not (src / n).exists()]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: missing; run `dvc repro results`")
+    from arithrepro.io import copy_file
+
+    for name in names:
+        if (src / name).is_dir():
+            new, old = dst / f".{name}.new", dst / f".{name}.old"
+            shutil.rmtree(new, ignore_errors=True)
+            shutil.rmtree(old, ignore_errors=True)
+            shutil.copytree(src / name, new)
+            if (dst / name).exists():
+                (dst / name).rename(old)
+            new.rename(dst / name)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            copy_file(src / name, dst / name)
 
 
 def with_block(readme: str, block: str, start_mark: str = README_START,

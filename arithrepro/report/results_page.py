@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from arithrepro.report.results import (CLAIMS_END, CLAIMS_START, costs, seeds_table,
-                                       where)
+from arithrepro.report.results import (CLAIMS_END, CLAIMS_START, costs, readme_block,
+                                       seeds_table, where, with_block)
 from arithrepro.report.tables import format_mean
 
 SHORT = 160    # characters: the longest text a summary cell holds before it points to its detail
 NAMED = 4      # the not-reproduced claims the summary's sentences name
-LONGER = 240   # the longest an untested claim's reason or a setting's note holds on a source's
-               # page before it points to its ledger entry
+FOLDED = 90    # characters: an untested claim or a setting, a line each, its ledger entry linked
 
 
 def pages(data: dict, figures: dict) -> dict[str, str]:
@@ -303,27 +302,18 @@ def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list
         lines += [f"| <a id=\"{r['id']}\"></a>{cell(r['claim'])} | {_entry(task, r)} | "
                   f"{cell(r['source'])} | {cell(_ours(r, measured))} | {cell(verdict_cell(r))} | "
                   f"{cell(runs_cell(r))} |" for r in judged]
+    # the rows nothing here tested, a line each: the claim in short and its ledger entry, which
+    # holds where the source says it, its number, and why it is untested or how it is followed
     for reason, words in REASONS.items():
         left = [r for r in rows if r["outcome"] == UNTESTED and r.get("reason") == reason]
         if left:
             lines += ["", f"<details><summary>Not tested here, {words} ({len(left)})</summary>",
-                      "", "Why, and what it would take, in short; the ledger entry has it whole.",
-                      "", "| claim | in the source | the source's number | why |",
-                      "|---|---|---|---|"]
-            lines += [f"| <a id=\"{r['id']}\"></a>{cell(r['claim'])} | {_entry(task, r)} | "
-                      f"{cell(r['source'])} | {cell(short(r['why'], LONGER))}"
-                      + (f" Beside: {cell(runs_cell(r))}" if r.get("judged") else "") + " |"
-                      for r in left]
-            lines += ["", "</details>"]
+                      "", *(_folded(task, r) for r in left), "", "</details>"]
     settings = [r for r in rows if r["outcome"] is None]
     if settings:
-        lines += ["", f"<details><summary>The source's settings ({len(settings)}), and how "
-                  "this project follows them</summary>", "",
-                  "How this project follows each, in short; the ledger entry has it whole.", "",
-                  "| setting | in the source | here |", "|---|---|---|"]
-        lines += [f"| <a id=\"{r['id']}\"></a>{cell(r['claim'])} | {_entry(task, r)} | "
-                  f"{cell(short(r['why'], LONGER))} |" for r in settings]
-        lines += ["", "</details>"]
+        lines += ["", f"<details><summary>The source's settings ({len(settings)}), each followed "
+                  "or departed from as its ledger entry says</summary>", "",
+                  *(_folded(task, r) for r in settings), "", "</details>"]
     return [*lines, ""]
 
 
@@ -381,6 +371,13 @@ def _entry(task: str, r: dict) -> str:
     return f"{cell(r['where'])} ([ledger](../../claims/{task}.yaml{line}))"
 
 
+def _folded(task: str, r: dict) -> str:
+    line = f"#L{r['line']}" if r.get("line") else ""
+    beside = f" Beside: {cell(runs_cell(r))}" if r.get("judged") else ""
+    return (f"- <a id=\"{r['id']}\"></a>{cell(short(r['claim'], FOLDED))} "
+            f"([ledger](../../claims/{task}.yaml{line})){beside}")
+
+
 def _ledger(t: dict) -> list[dict]:
     return (t.get("ledger") or {}).get("claims", [])
 
@@ -436,3 +433,11 @@ def short(text: str, limit: int = SHORT) -> str:
 
 def cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def write_readme(path: Path, data: dict) -> None:
+    """README.md's results and claims blocks rewritten from `data` (a published results.json)."""
+    from arithrepro.io import write_text
+
+    text = with_block(path.read_text(), readme_block(data))
+    write_text(path, with_block(text, claims_block(data), CLAIMS_START, CLAIMS_END))
