@@ -160,6 +160,8 @@ def stages() -> list[tuple[str, list[Stage]]]:
                       *(f"{n}.{k}" for n, keys in READS.items() for k in keys)],
               outs=["pages"],
               deps=[*(d for n in TASKS for d in records(n)),
+                    # charlm's curve findings read each run's printed training loss
+                    "runs/charlm",
                     *(f for f in FIGURES.values() for f in f.shown),
                     # the claims ledger, and the run sets made elsewhere: a named target's
                     # verdicts, the paper profile's measured estimate, the profile's runs

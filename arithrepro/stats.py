@@ -410,6 +410,98 @@ def above(values, bar: float) -> Above:
     return Above(len(xs), m, bar, p, p_rev, "exact sign")
 
 
+@dataclass(frozen=True)
+class Trend(_Tested):
+    """A series falling over its steps within one run: Kendall's τ of value against step,
+    `p` one-sided (falling), `p_reverse` (rising); `rises` counts the points above the one before
+    (a monotone fall has none)."""
+    n: int
+    tau: float
+    p: float
+    p_reverse: float
+    rises: int
+    first: float
+    last: float
+
+    @property
+    def min_p(self) -> float:
+        return 1 / math.factorial(self.n) if self.n < 10 else 0.0
+
+    @property
+    def needed(self) -> str:
+        return "more points of the series" if self.min_p > ALPHA else ""
+
+    def words(self, scale: float = 1.0, unit: str = "") -> str:
+        f = _formatter(scale, self.first, self.last)
+        return (f"{f(self.first)} → {f(self.last)}{unit}, Kendall τ {self.tau:+.2f} over "
+                f"{self.n} points, p {_p(self.p)}, {self.rises} rise{'s' * (self.rises != 1)}")
+
+
+def trend(steps, values) -> Trend:
+    """Does the series fall over `steps`? Kendall's τ, one-sided (scipy's exact or asymptotic
+    p, as it chooses for n), and how often a point rises above the one before it."""
+    st = _scipy()
+    xs, ys = [float(v) for v in steps], [float(v) for v in values]
+    if len(xs) != len(ys) or len(xs) < 2:
+        raise ValueError("trend: needs two or more (step, value) points")
+    fall = st.kendalltau(xs, ys, alternative="less")
+    rise = st.kendalltau(xs, ys, alternative="greater")
+    rises = sum(b > a for a, b in zip(ys, ys[1:]))
+    return Trend(len(xs), float(fall.statistic), float(fall.pvalue), float(rise.pvalue), rises,
+                 ys[0], ys[-1])
+
+
+@dataclass(frozen=True)
+class Draw:
+    """Could `reported`, one value the source measured, be one more draw of what `values`
+    measure here? The Student-t prediction interval for a new value (on the log scale for a
+    positive quantity): `p_reverse`, two-sided, the chance of a draw as far out; NO at ALPHA,
+    else YES (consistent, which a wide spread makes easy; the words give the interval)."""
+    n: int
+    reported: float
+    interval: tuple[float, float]
+    p_reverse: float
+    log: bool
+
+    p = 1.0   # "consistent" is not a rejection: it only ever falls to NO
+
+    @property
+    def outcome(self) -> str:
+        if self.n < 3:
+            return SMALL
+        return NO if self.p_reverse <= ALPHA else YES
+
+    @property
+    def needed(self) -> str:
+        return "3 or more seeds give a prediction interval" if self.n < 3 else ""
+
+    def words(self, scale: float = 1.0, unit: str = "") -> str:
+        f = (lambda v: f"{v * scale:.3g}") if self.log else \
+            _formatter(scale, self.reported, *self.interval)
+        where = "log scale, " if self.log else ""
+        return (f"the source's {f(self.reported)}{unit} against our 95 % prediction interval "
+                f"[{f(self.interval[0])}, {f(self.interval[1])}]{unit} ({where}Student's t over "
+                f"{self.n} seeds), p {_p(self.p_reverse)} as far out")
+
+
+def draw(values, reported: float, positive: bool = True) -> Draw:
+    """Is `reported` inside the 95 % prediction interval of `values` (log scale if positive)?"""
+    st = _scipy()
+    xs = [float(v) for v in values]
+    tf = (lambda v: math.log(v)) if positive else (lambda v: v)
+    back = math.exp if positive else (lambda v: v)
+    ys = [tf(x) for x in xs]
+    n = len(ys)
+    if n < 3:
+        return Draw(n, float(reported), (math.nan, math.nan), 1.0, positive)
+    m, sd = statistics.fmean(ys), _sd(ys)
+    scale = sd * math.sqrt(1 + 1 / n)
+    half = float(st.t.ppf(0.5 + LEVEL / 2, n - 1)) * scale
+    t = (tf(reported) - m) / scale if scale > 0 else (0.0 if tf(reported) == m else math.inf)
+    p = float(2 * st.t.sf(abs(t), n - 1))
+    return Draw(n, float(reported), (back(m - half), back(m + half)), p, positive)
+
+
 # --- a claim of several parts ------------------------------------------------------------------
 
 def holm(ps) -> list[float]:

@@ -3,6 +3,7 @@
 "too close to call"), so no check passes by construction (arithrepro/findings/; one module of
 checks per task)."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -15,10 +16,15 @@ from arithrepro.tasks.registry import TASKS
 SEEDS = range(5)
 
 
+# findings that read no record (a cell or an untrained model built from the source's numbers)
+# or the runs' series rather than the records: each tested apart, below
+APART = ("charlm.gru-demo", "charlm.curve", "abacus.untrained")
+
+
 def check(task: str, rows: list[dict], params: dict | None = None) -> dict:
-    """{finding id: outcome} of the task's findings on `rows`."""
-    return {v["id"]: v["outcome"]
-            for v in verdicts(FINDINGS[task], pd.DataFrame(rows), params or {})}
+    """{finding id: outcome} of the task's findings on `rows`, less those tested apart."""
+    kept = [f for f in FINDINGS[task] if not f.id.startswith(APART)]
+    return {v["id"]: v["outcome"] for v in verdicts(kept, pd.DataFrame(rows), params or {})}
 
 
 def jitter(seed: int) -> float:
@@ -111,6 +117,32 @@ def test_abacus_every_seed_at_100_percent_takes_the_binomial_bound():
     assert v["outcome"] == REPRODUCED and "exact binomial" in v["measured"]
 
 
+def test_abacus_untrained_model_is_judged_by_where_the_sources_value_falls(monkeypatch):
+    import arithrepro.findings.abacus as ab
+
+    f = next(f for f in FINDINGS["abacus"] if f.id == "abacus.untrained-perplexity")
+    monkeypatch.setattr(ab, "UNTRAINED_SEEDS", (100, 101, 102))
+    v = f.check(None, None)
+    assert v.outcome == REPRODUCED and "prediction interval" in v.measured and v.n == 3
+    # an initialization that spreads the logits less (a near-uniform output) fails it
+    from arithrepro.models import abacus as models_abacus
+
+    plain = models_abacus.build
+
+    def small(*args, **kwargs):
+        import torch
+
+        model = plain(*args, **kwargs)
+        with torch.no_grad():
+            model.head.weight.mul_(1e-3)
+            model.head.bias.zero_()
+        return model
+
+    monkeypatch.setattr(models_abacus, "build", small)
+    v = f.check(None, None)
+    assert v.outcome == NOT_REPRODUCED, v.measured
+
+
 def test_abacus_without_a_plain_decoder_is_not_tested():
     rows = [r for r in abacus_rows() if r["size"] == "l2r2"]
     assert check("abacus", rows, ABACUS)["abacus.looped-vs-plain"] == UNTESTED
@@ -158,7 +190,7 @@ COMPUTE = {"modular": {"studies": {"compute": {"budgets": [0.25, 1.0]}}}}
 def modular_rows(val=1.0, late=2000, gpt_fit=80, lstm_fit=300, data_gain=0.3, size_gain=500,
                  small_batch_gain=0.2, decay_gain=300, ternary_lag=400, gpt_val_lag=500,
                  gpt_loss_gap=0.003, gpt_acc_gap=0.02, gpt_dt_lead=600, depth_gain=0.1,
-                 batch_loss_gap=0.2, budget_loss_gap=0.3, decay_score_gain=0.1):
+                 batch_loss_gap=0.2, budget_loss_gap=0.3, decay_score_gain=0.1, loss_at=0.97):
     """Records of every modular study whose findings all hold at the defaults; a gap or lag of
     the other sign makes its finding fail."""
     rows = []
@@ -171,7 +203,9 @@ def modular_rows(val=1.0, late=2000, gpt_fit=80, lstm_fit=300, data_gain=0.3, si
                          "train_acc_step": fit + 10 * seed,
                          "val_acc_step": fit + late + gpt * gpt_val_lag + 10 * seed,
                          "val_loss": 0.002 + abs(j) / 100 + gpt * gpt_loss_gap,
-                         "dt_loss_steps": 10 * seed - gpt * gpt_dt_lead})
+                         "dt_loss_steps": 10 * seed - gpt * gpt_dt_lead, "steps": 10001,
+                         "train_loss_step": round(loss_at * 10001) - 10 * seed,
+                         "val_loss_step": round(loss_at * 10001) - 20 * seed})
             for r, gain in ((0.3, 0.0), (0.7, data_gain)):
                 rows.append({**base, "size": f"data.r{r}", "r_train": r, "val_acc": 0.5 + gain + j})
             for L, d, lag in ((1, 64, size_gain), (2, 64, size_gain / 2),
@@ -205,7 +239,7 @@ def test_modular_fails():
                                         ternary_lag=-300, gpt_val_lag=-500, gpt_loss_gap=-0.001,
                                         gpt_acc_gap=-0.02, gpt_dt_lead=-600, depth_gain=-0.1,
                                         batch_loss_gap=-0.2, budget_loss_gap=-0.3,
-                                        decay_score_gain=-0.1), COMPUTE)
+                                        decay_score_gain=-0.1, loss_at=0.3), COMPUTE)
     # two models' sign-flip tests over 5 runs (p ≥ 1/32) cannot survive Holm's correction
     assert got.pop("modular.orders") == CLOSE
     assert set(got.values()) == {NOT_REPRODUCED}, got
@@ -257,9 +291,7 @@ CHARLM = {"charlm": {"architectures": {
 
 
 def charlm_checks(rows, params) -> dict:
-    """charlm's outcomes, less the GRU demo's (no record read: tested apart, below)."""
-    return {k: v for k, v in check("charlm", rows, params).items()
-            if not k.startswith("charlm.gru-demo")}
+    return check("charlm", rows, params)
 
 
 def test_charlm_holds():
@@ -274,6 +306,42 @@ def test_charlm_fails():
     got = charlm_checks(charlm_rows(s20_gap=0.3, s100_gap=-0.2, t8_gain=-0.1, t1_gap=0.3,
                                     s100_shift=0.5, ratio=(1.0, 1.0)), other)
     assert set(got.values()) == {NOT_REPRODUCED}, got
+
+
+def write_curves(root, model, schedule, shape, steps=2000):
+    """Each seed's dvclive training-loss series of `model` on `schedule`, under root/runs."""
+    rng = np.random.default_rng(0)
+    for seed in SEEDS:
+        live = root / "runs" / "charlm" / f"{model}-{schedule}-{seed}" / "live" / "plots" / "metrics"
+        (live / "train").mkdir(parents=True)
+        x = np.arange(1, steps + 1)
+        pd.DataFrame({"step": x, "loss": shape(x) + rng.normal(0, 0.05, len(x))}).to_csv(
+            live / "train" / "loss.tsv", sep="\t", index=False)
+
+
+@pytest.mark.parametrize("shape, steps, outcome, words", [
+    (lambda x: 1.4 + np.exp(-x / 300), 2000, REPRODUCED, "Kendall τ -"),
+    (lambda x: 1.4 + x / 2000, 2000, NOT_REPRODUCED, "Kendall τ +"),
+    (lambda x: 1.4 + np.exp(-x / 300), 8, UNTESTED, "too short to print their loss twice")])
+def test_charlm_curves_fall_over_the_prints(tmp_path, monkeypatch, shape, steps, outcome, words):
+    monkeypatch.chdir(tmp_path)
+    write_curves(tmp_path, "gru", "s20", shape, steps)
+    rows = pd.DataFrame([r for r in charlm_rows() if r["model"] == "gru" and r["size"] == "s20"])
+    got = verdicts([f for f in FINDINGS["charlm"] if f.id == "charlm.curve-gru-s20"], rows, CHARLM)
+    assert got[0]["outcome"] == outcome and words in got[0]["measured"], got[0]
+
+
+def test_a_curve_that_falls_at_every_print_is_monotone_not_the_sources(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for seed in SEEDS:
+        live = tmp_path / "runs" / "charlm" / f"rnn-s20-{seed}" / "live" / "plots" / "metrics"
+        (live / "train").mkdir(parents=True)
+        x = np.arange(1, 2001)
+        pd.DataFrame({"step": x, "loss": 3.0 - x / 1000}).to_csv(live / "train" / "loss.tsv",
+                                                                 sep="\t", index=False)
+    rows = pd.DataFrame([r for r in charlm_rows() if r["model"] == "rnn" and r["size"] == "s20"])
+    got = verdicts([f for f in FINDINGS["charlm"] if f.id == "charlm.curve-rnn-s20"], rows, CHARLM)
+    assert got[0]["outcome"] == NOT_REPRODUCED and "monotone in seed" in got[0]["measured"]
 
 
 # --- the vocabulary ----------------------------------------------------------------------------

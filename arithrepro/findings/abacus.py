@@ -4,7 +4,54 @@
 from __future__ import annotations
 
 from arithrepro import stats
-from arithrepro.findings.base import Finding, configurations, each, values
+from arithrepro.findings.base import Finding, Part, configurations, each, values
+
+# The source's untrained model, its "1 x 16" at the width of the paper profile's abacus
+# (conf/config.yaml: abacus.model), and what it printed for 1+1 before any training: the
+# perplexity of the correct answer, exp of the mean negative log-probability of its tokens.
+SOURCE_UNTRAINED = {"d_model": 1024, "d_ff": 2048, "heads": 16, "offset_k": 100,
+                    "block_layers": 1, "recurrences": 16}
+SOURCE_PERPLEXITY = 7775.605965354573
+# seeds that chose nothing; ten, as one initialization's value spreads over orders of magnitude
+UNTRAINED_SEEDS = tuple(range(100, 110))
+
+
+def answer_perplexity(model, a: int, b: int) -> float:
+    """The model's perplexity of the correct answer to a+b (its digits and the closing `$`),
+    each token predicted from the problem and the answer's tokens before it, as the source's
+    generate_answer computes it."""
+    import numpy as np
+    import torch
+
+    from arithrepro.tasks.abacus import AbacusTask, add_digits, render, text_to_digits
+
+    width = max(len(str(a)), len(str(b)))
+    da, na = text_to_digits(np.array([str(a)]), width)
+    db, nb = text_to_digits(np.array([str(b)]), width)
+    da, na, db, nb = (torch.from_numpy(v) for v in (da, na, db, nb))
+    tokens, eq, end = render(da, na, db, nb, *add_digits(da, db))
+    x, y, mask = AbacusTask.lm_batch(tokens, eq, end)
+    with torch.no_grad():
+        logp = torch.log_softmax(model(x).double(), -1).gather(-1, y.unsqueeze(-1)).squeeze(-1)
+    return float(torch.exp(-logp[mask].mean()))
+
+
+def _untrained(rows, params):
+    """The source's untrained model built at seeds that chose nothing: is the source's
+    perplexity of 1+1's answer one more draw of ours (no run read)?"""
+    import torch
+
+    from arithrepro.models.abacus import build
+    from arithrepro.tasks.abacus import PAD, VOCAB
+
+    values_ = []
+    for seed in UNTRAINED_SEEDS:
+        torch.manual_seed(seed)
+        model = build(SOURCE_UNTRAINED, dropout=0.0, vocab_size=len(VOCAB), max_len=64,
+                      pad_id=PAD, digit_ids=list(range(10)), train_run=21, eval_run=21).eval()
+        values_.append(answer_perplexity(model, 1, 1))
+    return each([Part("untrained l1r16 at width 1024, the perplexity of 1+1's answer",
+                      stats.draw(values_, SOURCE_PERPLEXITY), len(values_), 1, "")], "")
 
 
 def _looping(rows):
@@ -99,4 +146,10 @@ FINDINGS = (
     Finding("abacus.looped-vs-plain", "a looped block beats a plain decoder of equal effective depth",
             "accuracy beyond the training lengths, looped − plain: exact permutation test over "
             "seeds, one-sided, p ≤ 0.05", _looped_vs_plain),
+    Finding("abacus.untrained-perplexity", "before training the model's perplexity of a correct "
+            "answer is as high as the source's",
+            "the source's untrained l1r16 at width 1024, built at seeds 100-109: its perplexity of "
+            "1+1's answer (each answer token predicted from the problem and the tokens before "
+            "it); the source's value inside the 95 % prediction interval of ours (Student's t, "
+            "log scale; a draw as far out at p ≤ 0.05 fails it)", _untrained),
 )

@@ -7,8 +7,8 @@ import math
 
 from arithrepro import stats
 from arithrepro.findings import gru_demo
-from arithrepro.findings.base import (NOT_REPRODUCED, REPRODUCED, Finding, Part, Verdict, each,
-                                     missing, values)
+from arithrepro.findings.base import (NOT_REPRODUCED, REPRODUCED, UNTESTED, Finding, Part,
+                                     Verdict, each, missing, values)
 
 
 # the source's own resolution of a final loss, in nats per character: half the range of its last
@@ -106,6 +106,50 @@ def _count(name: str):
     return check
 
 
+# the source prints one minibatch's training loss every PRINT_EVERY steps; its curves are those prints
+PRINT_EVERY = 100
+CURVES = (("rnn", "s20"), ("gru", "s20"), ("multi-rnn", "s20"), ("rnn", "s100"), ("gru", "s100"),
+          ("gru-small", "s100"), ("transformer-1", "s100"), ("transformer-8", "s100"))
+CURVE_WORDS = {"rnn": "Elman RNN", "gru": "GRU", "multi-rnn": "two-layer RNN",
+               "gru-small": "small GRU", "transformer-1": "one-layer transformer",
+               "transformer-8": "eight-layer transformer"}
+
+
+def printed_losses(model: str, schedule: str, seed: int) -> tuple[list[int], list[float]]:
+    """A run's training loss at every PRINT_EVERY-th step, as the source prints it (each one
+    minibatch's), from the run's dvclive series (nats per character)."""
+    from arithrepro.io import read_frame
+    from arithrepro.runs import Files, run_name
+
+    live = Files("charlm", run_name(model, schedule, seed)).live
+    frame = read_frame(live / "plots" / "metrics" / "train" / "loss.tsv", {"step", "loss"})
+    printed = frame[frame["step"] % PRINT_EVERY == 0].sort_values("step")
+    return [int(x) for x in printed["step"]], [float(x) for x in printed["loss"]]
+
+
+def _curve(model: str, schedule: str):
+    """Run by run, the printed training loss falls over the run (Kendall's τ against the step,
+    one-sided) and rises somewhere on the way (not monotonically)."""
+    def check(rows, params):
+        runs = rows[(rows["model"] == model) & (rows["size"] == schedule)]
+        parts = []
+        for seed in sorted(int(x) for x in runs["seed"]):
+            steps, losses = printed_losses(model, schedule, seed)
+            if len(steps) >= 2:
+                parts.append(Part(f"seed {seed}", stats.trend(steps, losses), 1, 1, " nats"))
+        if len(runs) and not parts:
+            return Verdict(UNTESTED, f"the runs of {model} on {schedule} are too short to print "
+                           f"their loss twice (every {PRINT_EVERY} steps)", 0)
+        verdict = each(parts, f"{model} on {schedule}")
+        flat = [p.label for p in parts if p.result.rises == 0]
+        if flat and verdict.outcome == REPRODUCED:
+            return Verdict(NOT_REPRODUCED, f"{verdict.measured}; monotone in {', '.join(flat)}",
+                           verdict.n)
+        return verdict
+
+    return check
+
+
 _ALIKE = ("Welch's 95 % interval inside ±{:.3f} bpc, the finer of the two models' scatter in the "
           "source's last five printed losses ({:.3f} nats)")
 
@@ -141,5 +185,11 @@ FINDINGS = (
             + _ALIKE.format(alike_bpc("transformer-1", "gru", "s100"),
                             SCATTER[("transformer-1", "s100")]),
             _bpc("transformer-1", "gru", "s100", alike=True)),
+    *(Finding(f"charlm.curve-{m}-{sched}", f"the {CURVE_WORDS[m]}'s printed training loss "
+              "falls over the run, though not at every print",
+              f"run by run, the {m} on {sched}: its training loss at every {PRINT_EVERY}th step "
+              "(one minibatch's, as the source prints it), Kendall's τ against the step, "
+              "one-sided, p ≤ 0.05 in every seed, and at least one print above the one before",
+              _curve(m, sched)) for m, sched in CURVES),
     *gru_demo.FINDINGS,
 )
