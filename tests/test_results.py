@@ -317,13 +317,17 @@ def test_the_found_sentences_count_and_name_what_failed():
             *(row(i, NOT_REPRODUCED) for i in range(2, 7)), row(7, NOT_REPRODUCED, SOURCE),
             row(8, REPRODUCED, CONSISTENCY), row(9, UNTESTED, None, "paper"),
             {"id": "expr.s", "claim": "s", "outcome": None}]
+    # two claims decided by one finding are named once, in the finding's words
+    rows[3]["why"] = rows[4]["why"] = "finding expr.f: ..."
+    findings = [{"id": "expr.f", "claim": "the finding's gist"}]
     said = " ".join(results_page.found_sentences(
-        {"tasks": {"expr": {"ledger": {"claims": rows}}}}, "results/"))
+        {"tasks": {"expr": {"ledger": {"claims": rows}, "findings": findings}}}, "results/"))
     assert "Of the 8 claims a run here tested as a reproduction, 2 reproduced (1 at the " \
            "source's setting, 1 on a smaller stand-in), 6 did not (1 at the source's setting)" in said
     # the source's setting named first, four in all, the rest counted
-    assert "Not reproduced: expr, claim 7 (the source's setting); expr, claim 2 (a stand-in)" in said
-    assert "claim 5" not in said and "; and 2 more." in said
+    assert "Not reproduced: expr: claim 7 (the source's setting); expr: claim 2 (a stand-in); " \
+           "expr: the finding's gist (a stand-in); expr: claim 5 (a stand-in); and 1 more." in said
+    assert "claim 3" not in said and "claim 6" not in said
     assert "[expr](results/expr.md) 2 of 8" in said
-    assert "1 consistency check of the build holds." in said
+    assert "The one consistency check of the build holds." in said
     assert "1 claim is not tested here: 1 needs the paper profile" in said

@@ -115,16 +115,21 @@ def found_sentences(data: dict, prefix: str) -> list[str]:
     failed = [(task, r) for task, r in tested if r["outcome"] == NOT_REPRODUCED]
     if failed:   # the first few named, the source's setting first
         failed.sort(key=lambda tr: tr[1].get("class") != SOURCE)
-        named = "; ".join(f"{task}, {short(r['claim'], 90)} ({_class_short(r)})"
-                          for task, r in failed[:NAMED])
-        more = len(failed) - NAMED
-        said.append(f"Not reproduced: {named}" + (f"; and {more} more" if more > 0 else "") + ".")
+        names = list(dict.fromkeys(f"{task}: {_gist(data, task, r)} ({_class_short(r)})"
+                                   for task, r in failed))
+        more = len(names) - NAMED
+        said.append(f"Not reproduced: {'; '.join(names[:NAMED])}"
+                    + (f"; and {more} more" if more > 0 else "") + ".")
     checks = [r for _, r in rows if _tested(r) and r.get("class") == _consistency()]
     if checks:
         bad = sum(r["outcome"] != REPRODUCED for r in checks)
-        said.append(f"{_count(len(checks), 'consistency check')} of the build "
-                    + (("all hold." if len(checks) > 1 else "holds.") if not bad
-                       else f"{bad} {'does' if bad == 1 else 'do'} not hold."))
+        if len(checks) == 1:
+            said.append("The one consistency check of the build "
+                        + ("holds." if not bad else "does not hold."))
+        else:
+            said.append(f"Of the {len(checks)} consistency checks of the build, "
+                        + ("all hold." if not bad
+                           else f"{bad} {'does' if bad == 1 else 'do'} not hold."))
     untested = [r for _, r in rows if r["outcome"] == UNTESTED]
     if untested:
         by = {reason: sum(r.get("reason") == reason for r in untested) for reason in REASONS}
@@ -376,6 +381,18 @@ def _folded(task: str, r: dict) -> str:
     beside = f" Beside: {cell(runs_cell(r))}" if r.get("judged") else ""
     return (f"- <a id=\"{r['id']}\"></a>{cell(short(r['claim'], FOLDED))} "
             f"([ledger](../../claims/{task}.yaml{line})){beside}")
+
+
+def _gist(data: dict, task: str, r: dict) -> str:
+    """A claim in a few plain words: the claim of the finding that decides it, where one does
+    (several of a source's claims can share it), else the claim itself cut short."""
+    why = r.get("why") or ""
+    if why.startswith("finding "):
+        fid = why.split()[1].rstrip(":,;")
+        for f in data["tasks"][task].get("findings", []):
+            if f["id"] == fid:
+                return f["claim"]
+    return short(r["claim"], 90)
 
 
 def _ledger(t: dict) -> list[dict]:
