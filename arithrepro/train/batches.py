@@ -4,19 +4,21 @@ batch and take its share. And the pieces a batch is cut into for one model on a 
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 
 class EpochBatches:
-    """A fixed split in a seeded order per epoch: batch(step) -> (x, y, mask). `steps` ends the
-    run at a step count instead of after whole epochs."""
+    """A fixed split in a seeded order per epoch: batch(step) -> (x, y, mask). An epoch is the
+    order's whole batches, n // batch_size of them (one batch of all n when n < batch_size):
+    the n % batch_size rows left over wait for a later epoch's order rather than make a step of
+    their own, whose few rows would move the weights as far as a whole batch (modular's 769
+    training equations at batch 256 would train every fourth step on one equation). `steps` ends
+    the run at a step count instead of after whole epochs."""
 
     def __init__(self, make_batch, n: int, batch_size: int, epochs: int, seed: int, device,
                  steps: int | None = None):
         self.make_batch, self.n, self.batch_size, self.seed = make_batch, n, batch_size, seed
-        self.per_epoch = math.ceil(n / batch_size)
+        self.per_epoch = max(1, n // batch_size)
         self.steps = self.per_epoch * epochs if steps is None else steps
         self.device, self._order = device, (None, None)
 
