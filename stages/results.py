@@ -51,7 +51,7 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
 
         source = PAGES if publish else DOCS
         data = read_json(source / "results.json", ("profile", "runs", "origin", "tasks"))
-        publishable(data, source / "results.json", up_to_date if publish else None)
+        publishable(data, source / "results.json", changed_stages if publish else None)
         if publish:
             publish_pages(PAGES, DOCS, PUBLISHED)
         write_readme(Path("README.md"), data)
@@ -112,7 +112,7 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
          f"(`arithrepro results --publish` copies them to {DOCS}/)")
 
 
-def up_to_date() -> list[str]:
+def changed_stages() -> list[str]:
     """The stages `dvc status` finds changed (none: every output is what the pipeline's
     current code, params and data make)."""
     from dvc.repo import Repo

@@ -182,8 +182,8 @@ def test_the_results_page_and_the_readmes_block(first_run, tmp_path):
     tracked = ["docs/results.md", "docs/results.json", "docs/results", "README.md"]
     assert sh(["git", "status", "--porcelain", "--", *tracked], gpu) == ""
     # the smoke run is complete (`dvc status` finds nothing changed), yet never published
-    up = sh([sys.executable, "-c", "from arithrepro.stages.results import up_to_date; "
-             "print(up_to_date())"], gpu)
+    up = sh([sys.executable, "-c", "from arithrepro.stages.results import changed_stages; "
+             "print(changed_stages())"], gpu)
     assert up.strip().splitlines()[-1] == "[]"
     refused = run(["arithrepro", "results", "--publish"], gpu)
     assert refused.returncode != 0 and "pages/results.json: from the smoke profile" in refused.stderr
