@@ -114,8 +114,9 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
 
 def changed_stages() -> list[str]:
     """The stages `dvc status` finds changed (none: every output is what the pipeline's
-    current code, params and data make)."""
+    current code, params and data make), waiting as `dvc --wait-for-lock` does for a DVC
+    command that holds the workspace."""
     from dvc.repo import Repo
 
-    with Repo() as repo:
+    with Repo(_wait_for_lock=True) as repo:
         return sorted(repo.status())
