@@ -40,9 +40,9 @@ $(BIN)/uv:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv==0.13.9
 
-# The stages of `dvc repro`, several at once (arithrepro/repro.py; docs/running.md).
-# the pipeline, then its pages published to docs/ and the README's blocks (refused for a smoke
-# profile, or while a stage is not up to date)
+# The stages of `dvc repro`, several at once (arithrepro/repro.py; docs/running.md), then the
+# pages published to docs/ and the README's blocks (refused for a smoke profile, or while a
+# stage is not up to date).
 repro: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --publish

@@ -290,12 +290,8 @@ CHARLM = {"charlm": {"architectures": {
     "transformer-8": {"model": "nanogpt", "d_model": 128, "heads": 4, "layers": 8}}}}
 
 
-def charlm_checks(rows, params) -> dict:
-    return check("charlm", rows, params)
-
-
 def test_charlm_holds():
-    assert set(charlm_checks(charlm_rows(), CHARLM).values()) == {REPRODUCED}
+    assert set(check("charlm", charlm_rows(), CHARLM).values()) == {REPRODUCED}
 
 
 def test_charlm_fails():
@@ -303,8 +299,8 @@ def test_charlm_fails():
     other = {"charlm": {"architectures": {
         name: {**spec, "layers": spec["layers"] + 1}
         for name, spec in CHARLM["charlm"]["architectures"].items()}}}
-    got = charlm_checks(charlm_rows(s20_gap=0.3, s100_gap=-0.2, t8_gain=-0.1, t1_gap=0.3,
-                                    s100_shift=0.5, ratio=(1.0, 1.0)), other)
+    got = check("charlm", charlm_rows(s20_gap=0.3, s100_gap=-0.2, t8_gain=-0.1, t1_gap=0.3,
+                                   s100_shift=0.5, ratio=(1.0, 1.0)), other)
     assert set(got.values()) == {NOT_REPRODUCED}, got
 
 

@@ -81,9 +81,10 @@ def corpus_name(data_dir: Path) -> str:
 
 def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir: Path,
                   runs_dir: Path = Path("runs")) -> list[Path]:
-    """plots/charlm/loss_curves.png, on the corpus data_dir/meta.json names: every run's training loss (a running mean over about 2 %
-    of the steps, the raw values faint) and validation loss, one panel per seq_length. A run
-    trained with several seeds is drawn as their mean, its validation loss shaded ± std."""
+    """plots/charlm/loss_curves.png, titled with the corpus data_dir/meta.json names: every
+    run's training loss (a running mean over about 2 % of the steps, the raw values faint) and
+    validation loss, one panel per seq_length. A run trained with several seeds is drawn as
+    their mean, its validation loss shaded ± std."""
     runs = summary.sort_values(["seq_length", "params"])
     lengths = sorted(runs["seq_length"].unique())
     models = list(dict.fromkeys(runs["model"]))
