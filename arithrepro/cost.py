@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from arithrepro.estimate import time_call
+from arithrepro.estimate import time_call, time_steps
 
 
 def formulas(spec, size: dict, T: int) -> dict:
@@ -99,3 +99,55 @@ def measure(model, T: int, context: int | None, repeats: int) -> dict:
     return {"counted_gen_flops": gen_flops, "counted_train_flops": train_flops,
             "gen_s_per_token": t_gen / T, "train_s_per_token": t_train / T,
             "gen_gflops_per_s": gen_flops / t_gen / 1e9, "train_gflops_per_s": train_flops / t_train / 1e9}
+
+
+def written_out(model):
+    """`model` with every attention module computing softmax(q kᵀ / √d + mask) v with the
+    weights materialized (Attention.attend_manual, the source's path with flash attention off)
+    instead of the fused kernel; the same maths (tests hold the logits equal)."""
+    from arithrepro.models.transformer import Attention
+
+    for m in model.modules():
+        if isinstance(m, Attention):
+            def attend(q, k, v, causal, mask=None, m=m):
+                return m.attend_manual(q, k, v, causal, mask)[0]
+            m.attend = attend   # an instance attribute: this model only
+    return model
+
+
+def step_rows(params: dict, rounds: int, warmup: int, timed: int) -> list[dict]:
+    """Seconds per 100 training steps of every charlm architecture at every schedule's sequence
+    length, at the params' batch and optimizer, through the one training loop
+    (estimate.time_steps), on characters drawn at random from a 96-character vocabulary (a
+    step's time depends on the shapes, not the text); the transformers a second time with
+    their attention written out. `rounds` rounds, each timing every configuration once in an
+    order rotated by one per round, so that a drift in the machine's speed falls on all alike
+    and two configurations of one round can be compared as a pair."""
+    import torch
+
+    from arithrepro.models.registry import spec_of
+    from arithrepro.projection import shapes
+
+    m = params["charlm"]
+    every = {**params, "charlm": {**m, "models": list(m["architectures"]), "seeds": m["seeds"][:1]}}
+    configs = []
+    for shape in shapes(every, ["charlm"]):
+        run = shape.runs[0]
+        paths = ("fused", "written-out") if m["architectures"][run.model]["model"] == "nanogpt" \
+            else ("",)
+        for path in paths:
+            built = shape.build()
+            if path == "written-out":
+                written_out(built.net)
+            configs.append(({"model": run.model, "arch": built.arch["model"],
+                             "T": m["schedule"][run.label]["seq_length"], "attention": path,
+                             "batch_size": int(built.data.batches(0)[0].shape[0])},
+                            built, spec_of(built.arch)))
+    rows = []
+    for r in range(rounds):
+        turn = r % len(configs)
+        for key, built, spec in configs[turn:] + configs[:turn]:
+            s = time_steps(built.net, built.data.batches, built.cfg, warmup, timed, spec)
+            rows.append({**key, "round": r, "threads": torch.get_num_threads(),
+                         "s_per_100_steps": 100 * s})
+    return rows

@@ -122,7 +122,7 @@ def report_stage(task) -> Stage:
 
 def stages() -> list[tuple[str, list[Stage]]]:
     """(section title, its stages), in dvc.yaml's order."""
-    from arithrepro.findings.registry import BUILDS, READS
+    from arithrepro.findings.registry import BUILDS, FILES, READS
     from arithrepro.report.figures import FIGURES
     from arithrepro.tasks.registry import STAGES, TASKS, records
 
@@ -160,8 +160,7 @@ def stages() -> list[tuple[str, list[Stage]]]:
                       *(f"{n}.{k}" for n, keys in READS.items() for k in keys)],
               outs=["pages"],
               deps=[*(d for n in TASKS for d in records(n)),
-                    # charlm's curve findings read each run's printed training loss
-                    "runs/charlm",
+                    *FILES,
                     *(f for f in FIGURES.values() for f in f.shown),
                     # the claims ledger, and the run sets made elsewhere: a named target's
                     # verdicts, the paper profile's measured estimate, the profile's runs

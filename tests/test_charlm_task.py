@@ -241,7 +241,7 @@ def test_the_paper_profile_is_the_source_on_tinystories():
     assert m["corpus"]["source"] == "tinystories" and m["corpus"]["chars"] == 10_000_000
     runs = charlm.runs(params)
     assert [r.name for r in runs][:4] == ["rnn-s20-0", "rnn-s20-1", "rnn-s20-2", "rnn-s100-0"]
-    assert len(runs) == 6 * 2 * 3 and str(runs[0].files.dir) == "runs/charlm/rnn-s20-0"
+    assert len(runs) == 8 * 2 * 3 and str(runs[0].files.dir) == "runs/charlm/rnn-s20-0"
     assert {tuple(m["schedule"][r.label].values()) for r in runs} == {(20, 2000), (100, 3000)}
     # the source's smaller GRU beside the 8-layer transformer at seq_length 100, 3,000 steps
     assert {"gru-small-s100-0", "transformer-8-s100-0"} <= {r.name for r in runs}
@@ -250,13 +250,16 @@ def test_the_paper_profile_is_the_source_on_tinystories():
 
 
 def test_the_source_architectures_and_sampling_are_the_default():
-    """Every profile: multi-rnn has the source's plotted 2 layers, gru-small is the source's
+    """Every profile: multi-rnn has the source's plotted 2 layers (multi-rnn-3 and -4 its 3 and
+    4), gru-small is the source's
     GRU of embedding 32 and hidden 192 (1.5e5 parameters), and samples are drawn as the source
     draws them: temperature 1, one random start token, the source's lengths, the GRUs greedy."""
     for profile in ("cpu", "paper"):
         m = config.compose([f"profile={profile}"])["charlm"]
         a = m["architectures"]
         assert a["multi-rnn"] == {"model": "rnn", "d_embed": 64, "d_model": 256, "layers": 2}
+        for k in (3, 4):   # the rest of the source's depth loop
+            assert a[f"multi-rnn-{k}"] == {"model": "rnn", "d_embed": 64, "d_model": 256, "layers": k}
         assert a["gru-small"] == {"model": "gru", "d_embed": 32, "d_model": 192, "layers": 1}
         assert m["sample"] == {"prompt": None, "chars": None, "temperature": 1.0, "seed": 0,
                                "rule": {"gru": "greedy", "gru-small": "greedy"}}
@@ -337,7 +340,8 @@ def test_the_greedy_rule_is_argmax_decoding(model):
 def test_only_the_grus_sample_greedily_by_default():
     params = config.compose(["profile=paper"])
     rules = {name: charlm.sample_rule(params, name) for name in params["charlm"]["models"]}
-    assert rules == {"rnn": "softmax", "multi-rnn": "softmax", "gru": "greedy",
+    assert rules == {"rnn": "softmax", "multi-rnn": "softmax", "multi-rnn-3": "softmax",
+                     "multi-rnn-4": "softmax", "gru": "greedy",
                      "gru-small": "greedy", "transformer-1": "softmax",
                      "transformer-8": "softmax"}
 

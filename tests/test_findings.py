@@ -18,7 +18,9 @@ SEEDS = range(5)
 
 # findings that read no record (a cell or an untrained model built from the source's numbers)
 # or the runs' series rather than the records: each tested apart, below
-APART = ("charlm.gru-demo", "charlm.curve", "abacus.untrained")
+APART = ("charlm.gru-demo", "charlm.curve", "abacus.untrained", "charlm.depth-time",
+         "charlm.t1-fast", "charlm.t8-fast", "charlm.fused-fast", "charlm.t-advantage-grows",
+         "charlm.t8-gru-params", "charlm.flash-equal", "modular.attention")
 
 
 def check(task: str, rows: list[dict], params: dict | None = None) -> dict:
@@ -271,8 +273,10 @@ def test_modular_studies_without_runs_are_not_tested():
 # --- charlm ------------------------------------------------------------------------------------
 
 def charlm_rows(s20_gap=0.01, s100_gap=0.2, t8_gain=0.1, t1_gap=0.01, s100_shift=0.0,
-                ratio=(1.85, 2.13)):
+                ratio=(1.85, 2.13), depth_gain=0.0):
     bpc = {("rnn", "s20"): 2.0 + s20_gap, ("gru", "s20"): 2.0,
+           **{(m, "s20"): 2.0 + s20_gap - k * depth_gain
+              for k, m in enumerate(("multi-rnn", "multi-rnn-3", "multi-rnn-4"), 1)},
            ("rnn", "s100"): 1.8 + s100_gap, ("gru", "s100"): 1.8,
            ("gru-small", "s100"): 1.9, ("transformer-8", "s100"): 1.9 - t8_gain,
            ("transformer-1", "s100"): 1.8 + t1_gap}
@@ -300,7 +304,7 @@ def test_charlm_fails():
         name: {**spec, "layers": spec["layers"] + 1}
         for name, spec in CHARLM["charlm"]["architectures"].items()}}}
     got = check("charlm", charlm_rows(s20_gap=0.3, s100_gap=-0.2, t8_gain=-0.1, t1_gap=0.3,
-                                   s100_shift=0.5, ratio=(1.0, 1.0)), other)
+                                   s100_shift=0.5, ratio=(1.0, 1.0), depth_gain=0.2), other)
     assert set(got.values()) == {NOT_REPRODUCED}, got
 
 
@@ -338,6 +342,146 @@ def test_a_curve_that_falls_at_every_print_is_monotone_not_the_sources(tmp_path,
     rows = pd.DataFrame([r for r in charlm_rows() if r["model"] == "rnn" and r["size"] == "s20"])
     got = verdicts([f for f in FINDINGS["charlm"] if f.id == "charlm.curve-rnn-s20"], rows, CHARLM)
     assert got[0]["outcome"] == NOT_REPRODUCED and "monotone in seed" in got[0]["measured"]
+
+
+# charlm-compute's step table: seconds per 100 steps, the source's order of speed by default
+STEP_TIMES = {("rnn", 20, ""): 4.0, ("multi-rnn", 20, ""): 7.0, ("multi-rnn-3", 20, ""): 9.0,
+              ("multi-rnn-4", 20, ""): 11.0, ("transformer-1", 20, "fused"): 2.0,
+              ("rnn", 100, ""): 18.0, ("gru", 100, ""): 39.0, ("gru-small", 100, ""): 38.0,
+              ("transformer-1", 100, "fused"): 3.5, ("transformer-8", 100, "fused"): 22.0,
+              ("transformer-8", 100, "written-out"): 30.0}
+SPEED = ("charlm.depth-time", "charlm.t1-fast", "charlm.t8-fast", "charlm.fused-fast",
+         "charlm.t-advantage-grows")
+STEP_PARAMS = {"charlm": {"schedule": {"s20": {"seq_length": 20}, "s100": {"seq_length": 100}}}}
+
+
+def speed_outcomes(root, times) -> dict:
+    rng = np.random.default_rng(0)
+    pd.DataFrame([{"model": m, "T": T, "attention": a, "round": r, "threads": 1, "batch_size": 32,
+                   "s_per_100_steps": t * (1 + rng.normal(0, 0.02))}
+                  for (m, T, a), t in times.items() for r in range(6)]).to_csv(
+        root / "metrics" / "charlm" / "steps.csv", index=False)
+    found = [f for f in FINDINGS["charlm"] if f.id in SPEED]
+    return {v["id"]: v["outcome"] for v in verdicts(found, pd.DataFrame(charlm_rows()), STEP_PARAMS)}
+
+
+def test_charlm_speed_findings_read_the_step_table_round_by_round(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "metrics" / "charlm").mkdir(parents=True)
+    assert speed_outcomes(tmp_path, STEP_TIMES) == {f: REPRODUCED for f in SPEED}
+    # every order reversed: depth speeds a step up, the transformers are the slow ones, fused
+    # attention costs more, and the RNN's lead over the transformer grows with the length
+    reversed_ = {("rnn", 20, ""): 11.0, ("multi-rnn", 20, ""): 9.0, ("multi-rnn-3", 20, ""): 7.0,
+                 ("multi-rnn-4", 20, ""): 4.0, ("transformer-1", 20, "fused"): 5.0,
+                 ("rnn", 100, ""): 18.0, ("gru", 100, ""): 39.0, ("gru-small", 100, ""): 38.0,
+                 ("transformer-1", 100, "fused"): 60.0, ("transformer-8", 100, "fused"): 90.0,
+                 ("transformer-8", 100, "written-out"): 60.0}
+    assert speed_outcomes(tmp_path, reversed_) == {f: NOT_REPRODUCED for f in SPEED}
+    # a schedule the params do not have is not tested
+    got = verdicts([f for f in FINDINGS["charlm"] if f.id == "charlm.t1-fast"],
+                   pd.DataFrame(charlm_rows()), {"charlm": {"schedule": {}}})
+    assert got[0]["outcome"] == UNTESTED
+
+
+SOURCE_SIZES = {"charlm": {"architectures": {
+    **CHARLM["charlm"]["architectures"],
+    "gru": {"model": "gru", "d_embed": 64, "d_model": 256, "layers": 1}}}}
+
+
+def consistency(params, ids=("charlm.t8-gru-params", "charlm.flash-equal")) -> dict:
+    found = [f for f in FINDINGS["charlm"] if f.id in ids]
+    return {v["id"]: v["outcome"] for v in verdicts(found, pd.DataFrame(charlm_rows()), params)}
+
+
+def test_charlm_counts_and_attention_paths_are_checked_on_the_code(monkeypatch):
+    # the source's transformer-8 is ten times its small GRU; a GRU grown to match it passes
+    assert consistency(SOURCE_SIZES) == {"charlm.t8-gru-params": NOT_REPRODUCED,
+                                         "charlm.flash-equal": REPRODUCED}
+    grown = {"charlm": {"architectures": {**SOURCE_SIZES["charlm"]["architectures"],
+                                          "gru-small": {"model": "gru", "d_embed": 64,
+                                                        "d_model": 700, "layers": 1}}}}
+    assert consistency(grown, ("charlm.t8-gru-params",)) == {"charlm.t8-gru-params": REPRODUCED}
+    # written-out attention that is not the fused kernel's maths (its scores scaled) fails
+    from arithrepro.models.transformer import Attention
+
+    manual = Attention.attend_manual
+    monkeypatch.setattr(Attention, "attend_manual",
+                        lambda self, q, k, v, causal, mask=None: manual(self, 1.01 * q, k, v, causal, mask))
+    assert consistency(SOURCE_SIZES, ("charlm.flash-equal",)) == {"charlm.flash-equal": NOT_REPRODUCED}
+
+
+# --- modular's attention -----------------------------------------------------------------------
+
+class TracedNet:
+    """A stand-in for a trained GPT: trace() gives fixed attention weights per layer, rows
+    normalized over the causal keys."""
+
+    def __init__(self, layers):
+        self.layers = layers
+
+    def eval(self):
+        return self
+
+    def trace(self, tokens):
+        import torch
+
+        out = []
+        for scores in self.layers:
+            T = tokens.shape[-1]
+            w = torch.tensor(scores, dtype=torch.float64)[:T, :T].tril()
+            out.append((w / w.sum(-1, keepdim=True)).expand(1, 2, T, T))
+        return {"attention": out}
+
+
+def focused(T=6):
+    """Every row on the start and its own two most recent positions."""
+    return [[1.0 if j in (0, i - 1, i) else 1e-3 for j in range(T)] for i in range(T)]
+
+
+UNIFORM = [[1.0] * 6 for _ in range(6)]
+MIDDLE = [[1.0 if j == 1 else 1e-3 for j in range(6)] for _ in range(6)]   # the first operand
+
+
+def attention_outcome(monkeypatch, layers, val_acc=1.0, seeds=5) -> dict:
+    import arithrepro.models.registry as registry
+    from arithrepro import config
+
+    monkeypatch.setattr(registry, "load_model", lambda path, keys: (TracedNet(layers), {}))
+    params = config.compose(["profile=cpu"])
+    params["modular"]["studies"]["sanity"]["seeds"] = list(range(100, 100 + seeds))
+    rows = pd.DataFrame([{"task": "modular", "model": "gpt-sin", "size": "sanity", "seed": s,
+                          "val_acc": val_acc} for s in params["modular"]["studies"]["sanity"]["seeds"]])
+    found = [f for f in FINDINGS["modular"] if f.id.startswith("modular.attention")]
+    return {v["id"]: (v["outcome"], v["measured"]) for v in verdicts(found, rows, params)}
+
+
+def test_attention_shape_reads_start_recent_and_evenness():
+    import torch
+
+    from arithrepro.findings.modular import attention_shape
+
+    (f1, share, e1), (f2, _, e2) = attention_shape(TracedNet([focused(), UNIFORM]), torch.zeros(6))
+    assert share == pytest.approx((3 / 4 + 3 / 5 + 3 / 6) / 3)
+    assert f1 == pytest.approx(1.0, abs=0.01) and f2 == pytest.approx(share)
+    assert e2 == pytest.approx(1.0) and e1 < e2
+
+
+def test_modular_attention_holds_and_fails(monkeypatch):
+    got = attention_outcome(monkeypatch, [focused(), UNIFORM])
+    assert {k: o for k, (o, _) in got.items()} == {"modular.attention-1": REPRODUCED,
+                                                 "modular.attention-2": REPRODUCED}
+    assert got["modular.attention-1"][1].startswith("sample 5 + 7 = r: ")
+    # the first layer on the middle of the problem, the last one as focused as the first: a
+    # reversal of one part of two survives Holm's correction over six runs (p 1/64 each), not
+    # over five (1/32)
+    got = attention_outcome(monkeypatch, [MIDDLE, MIDDLE], seeds=6)
+    assert {o for o, _ in got.values()} == {NOT_REPRODUCED}
+    got = attention_outcome(monkeypatch, [MIDDLE, MIDDLE])
+    assert {o for o, _ in got.values()} == {CLOSE}
+    # runs that did not generalize are left out, and said so
+    got = attention_outcome(monkeypatch, [focused(), UNIFORM], val_acc=0.5)
+    assert {o for o, _ in got.values()} == {UNTESTED}
+    assert "left out, A_val under 0.9: 5 of 5" in got["modular.attention-1"][1]
 
 
 # --- the vocabulary ----------------------------------------------------------------------------

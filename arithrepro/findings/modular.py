@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 
 from arithrepro import stats
@@ -168,6 +169,73 @@ def _orders(g, params):
                  stats.paired(g["o3_val_acc_step"], g["o2_val_acc_step"]), len(g), 1, " steps")]
 
 
+def attention_shape(net, tokens) -> list[tuple[float, float, float]]:
+    """Where a model's attention goes on one input (tokens, 1-d), per layer, averaged over its
+    heads and the query positions with at least four keys (the earlier ones can attend nowhere
+    but the start and the recent): (the weight on the start and the two most recent positions,
+    the query's own and the one before; that weight under uniform attention; the evenness, the
+    row's entropy over the largest it could have, 0 on one key, 1 uniform)."""
+    import math
+
+    import torch
+
+    with torch.no_grad():
+        trace = net.trace(tokens.unsqueeze(0))
+    out = []
+    for w in trace["attention"]:
+        w = w[0].double()                       # (heads, T, T), each row a distribution
+        focus, share, even = [], [], []
+        for q in range(3, w.shape[-1]):
+            row = w[:, q, :q + 1]
+            focus.append(float((row[:, 0] + row[:, q - 1] + row[:, q]).mean()))
+            share.append(3 / (q + 1))
+            h = -(row * row.clamp_min(1e-300).log()).sum(-1) / math.log(q + 1)
+            even.append(float(h.mean()))
+        out.append((statistics.fmean(focus), statistics.fmean(share), statistics.fmean(even)))
+    return out
+
+
+def _attention(index: int):
+    """The study's runs of the attention's model that generalized (A_val ≥ GENERALIZED), each
+    traced on the params' sample `index` (modular.attention.samples): run by run, the first
+    layer's weight on the start and the recent positions above its uniform share, and the last
+    layer's evenness above the first's (exact sign-flip tests, one-sided)."""
+    def check(rows, params):
+        from arithrepro.models.registry import load_model
+        from arithrepro.params_reads import unrecorded
+        from arithrepro.tasks.modular import encode, run_config, study_runs
+
+        a = params["modular"]["attention"]
+        if index >= len(a["samples"]):
+            return missing(f"a sample {index + 1} in modular.attention.samples")
+        operands = [int(x) for x in a["samples"][index]]
+        runs = {(r.model, r.seed): r for r in study_runs(unrecorded(params), a["study"])}
+        sub = _study(rows, a["study"])
+        sub = sub[sub["model"] == a["model"]]
+        kept = sub[sub["val_acc"] >= GENERALIZED]
+        shapes = []
+        for seed in sorted(int(x) for x in kept["seed"]):
+            run = runs[(a["model"], seed)]
+            net, _ = load_model(run.files.model, ("vocab",))
+            c = run_config(unrecorded(params), run)
+            shapes.append(attention_shape(net.eval(), encode(operands, c["p"], c["operator"])[:-1]))
+        left = f"; left out, A_val under {GENERALIZED:g}: {len(sub) - len(kept)} of {len(sub)}" \
+            if len(kept) < len(sub) else ""
+        if len(shapes) < 1:
+            return missing(f"a {a['model']} run of the {a['study']} study that generalized{left}")
+        first, last = [s[0] for s in shapes], [s[-1] for s in shapes]
+        v = each([Part("layer 1, weight on the start and the recent positions − its uniform share",
+                       stats.paired([f for f, _, _ in first], [u for _, u, _ in first]),
+                       len(shapes), 100, " points"),
+                  Part(f"evenness, layer {len(shapes[0])} − layer 1",
+                       stats.paired([e for _, _, e in last], [e for _, _, e in first]),
+                       len(shapes), 1, "")], "")
+        text = f" {c['operator']} ".join(map(str, operands))
+        return replace(v, measured=f"sample {text} = r: {v.measured}{left}")
+
+    return check
+
+
 FINDINGS = (
     Finding("modular.late", "memorize first, generalize later",
             "each model: A_val above the source's 0.9 (one-sample t, one-sided) and, run by run, "
@@ -238,4 +306,13 @@ FINDINGS = (
             "the LSTM: t_f(A_val) and the final ‖θ‖₂, at the smallest weight decay − at the "
             "largest: exact permutation tests over seeds, one-sided, p ≤ 0.05 each",
             _per_model("regularization", _decay)),
+    *(Finding(f"modular.attention-{i + 1}", f"on the source's {word} sample the first layer "
+              "attends to the start and the recent tokens, the last layer more evenly",
+              f"the sanity study's GPT runs that generalized (A_val ≥ {GENERALIZED:g}), run by "
+              f"run on modular.attention's sample {i + 1}, the query positions with at least four "
+              "keys, averaged over heads: the first layer's attention weight on the start and the "
+              "two most recent positions above its share under uniform attention, and the last "
+              "layer's evenness (normalized entropy) above the first's: exact sign-flip tests, "
+              "one-sided, p ≤ 0.05 each", _attention(i))
+      for i, word in enumerate(("first", "second"))),
 )

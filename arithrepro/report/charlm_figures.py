@@ -59,10 +59,37 @@ def compute_markdown(frame: pd.DataFrame, device: str) -> str:
     return "\n".join(out)
 
 
+def steps_markdown(frame: pd.DataFrame, device: str) -> str:
+    """One table per T: seconds per 100 training steps at the source's batch (median and range
+    over the rounds), and each relative to the fastest configuration at that T."""
+    threads = sorted(set(int(t) for t in frame["threads"]))
+    out = [f"# charlm training steps: seconds per 100 steps ({device}, "
+           f"{'/'.join(map(str, threads))} thread{'s' if threads != [1] else ''})\n",
+           "Each configuration timed in every round through the training loop (forward, loss, "
+           "backward, optimizer step) on random characters, rounds interleaved so that the "
+           "machine's drift falls on all alike; median over the rounds, their range beside it. "
+           "`attention`: the transformer's fused kernel or the same maths written out (the "
+           "source's path with flash attention off).\n"]
+    for T, rows in frame.groupby("T", sort=True):
+        stat = rows.groupby(["model", "attention"], sort=False)["s_per_100_steps"] \
+            .agg(["median", "min", "max", "count"]).reset_index()
+        fastest = stat["median"].min()
+        out += [f"## T = {T}, batch {int(rows['batch_size'].iloc[0])}\n",
+                "| model | attention | s / 100 steps (median) | range over rounds | rounds | x fastest |",
+                "|---|---|---:|---:|---:|---:|"]
+        for _, r in stat.iterrows():
+            out.append(f"| {r['model']} | {r['attention'] or '–'} | {r['median']:.2f} "
+                       f"| {r['min']:.2f}–{r['max']:.2f} | {int(r['count'])} "
+                       f"| {r['median'] / fastest:.2f} |")
+        out.append("")
+    return "\n".join(out)
+
+
 # charlm's architectures, each its own colour in every profile whichever of them a run shows:
 # none of the three that mean GPT, the LSTM and ReTran elsewhere, and the two the cpu profile
 # draws side by side (rnn, gru) far apart
-COLOURS = {"rnn": "#9467bd", "gru": "#d62728", "multi-rnn": "#17becf", "gru-small": "#e377c2",
+COLOURS = {"rnn": "#9467bd", "gru": "#d62728", "multi-rnn": "#17becf", "multi-rnn-3": "#0b7285",
+           "multi-rnn-4": "#7fb3d5", "gru-small": "#e377c2",
            "transformer-1": "#bcbd22", "transformer-8": "#8c564b"}
 CORPORA = {"python-docs": "Python's documentation", "tinystories": "TinyStories",
            "arithmetic": "expr's arithmetic lines"}

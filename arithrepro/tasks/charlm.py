@@ -347,7 +347,8 @@ class CharLMTask(Task):
                        "temperature": number(0, lo_open=True), "seed": integer(0),
                        "rule": _rules},
             "attention": {"prompt": _text},
-            "compute": {"repeats": integer(1)},
+            "compute": {"repeats": integer(1), "rounds": integer(1), "warmup": integer(1),
+                        "timed": integer(1)},
         }
 
     @classmethod
@@ -474,9 +475,11 @@ def stages() -> list:
               outs=["metrics/charlm/samples.md", "plots/charlm/attention"],
               deps=[str(data_dir("charlm")), str(runs_dir("charlm"))]),
         Stage("charlm-compute", "charlm-compute", "charlm",
-              params=["device", "charlm.architectures", "charlm.schedules", "charlm.schedule",
-                      "charlm.compute"],
-              outs=["metrics/charlm/compute.csv", "metrics/charlm/compute.md"],
+              params=["device", "precision", "compile", "graphs", "charlm.architectures",
+                      "charlm.schedules", "charlm.schedule", "charlm.train", "charlm.corpus",
+                      "charlm.seeds", "charlm.compute"],
+              outs=["metrics/charlm/compute.csv", "metrics/charlm/steps.csv",
+                    "metrics/charlm/compute.md"],
               deps=["data/charlm"]),
     ]
 
