@@ -241,6 +241,23 @@ def test_a_claim_judged_by_two_run_sets_shows_both_and_which_decides(data):
     assert "**cpu** (beside: too close to call, on a stand-in, Δ +1.2 points)" in row
 
 
+def test_a_stand_in_shared_by_rows_is_written_once_and_linked(data):
+    data = _ledger_data(data, stand_in="problems of 3-8 characters, not 8-30")
+    rows = data["tasks"]["expr"]["ledger"]["claims"]
+    rows.append({**rows[0], "id": "expr.d", "claim": "GPT | last"})
+    page = _pages(data)["results/expr.md"]
+    assert page.count("problems of 3-8 characters, not 8-30") == 1
+    note = "<a id=\"expr-stand-in-a\"></a>stand-in a: problems of 3-8 characters, not 8-30"
+    assert f"- {note}" in page
+    for claim in ("ReTran \\| first", "GPT \\| last"):
+        assert "on a stand-in ([stand-in a](#expr-stand-in-a))" in _row(page, claim)
+    # a stand-in one row uses stays on that row
+    del rows[-1]
+    page = _pages(data)["results/expr.md"]
+    assert "stand-in a" not in page
+    assert "on a stand-in (problems of 3-8 characters, not 8-30)" in _row(page, "ReTran \\| first")
+
+
 def test_a_findings_measurement_is_written_once_and_linked_from_its_rows(data):
     data = _ledger_data(data, stand_in="s")
     data["tasks"]["expr"]["findings"] = [{"id": "expr.order", "claim": "c", "test": "t",

@@ -13,9 +13,9 @@ from arithrepro.report.results import (CLAIMS_END, CLAIMS_START, costs, readme_b
                                        seeds_table, where, with_block)
 from arithrepro.report.tables import format_mean
 
-SHORT = 160    # characters: the longest text a summary cell holds before it points to its detail
+SHORT = 110    # characters: the longest text a summary cell holds before it points to its detail
 NAMED = 4      # the not-reproduced claims the summary's sentences name
-FOLDED = 90    # characters: an untested claim or a setting, a line each, its ledger entry linked
+FOLDED = 60    # characters: an untested claim or a setting, a line each, its ledger entry linked
 
 
 def pages(data: dict, figures: dict) -> dict[str, str]:
@@ -302,11 +302,17 @@ def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list
         lines += [f"Seeds {', '.join(map(str, w['seeds']))} are watched: {w['why']}", ""]
     judged = [r for r in rows if _tested(r)]
     if judged:
+        notes = stand_in_notes(task, judged)
         lines += ["| claim | in the source | the source's number | ours | verdict | run sets |",
                   "|---|---|---|---|---|---|"]
         lines += [f"| <a id=\"{r['id']}\"></a>{cell(r['claim'])} | {_entry(task, r)} | "
-                  f"{cell(r['source'])} | {cell(_ours(r, measured))} | {cell(verdict_cell(r))} | "
-                  f"{cell(runs_cell(r))} |" for r in judged]
+                  f"{cell(r['source'])} | {cell(_ours(r, measured))} | "
+                  f"{cell(verdict_cell(r, notes))} | {cell(runs_cell(r))} |" for r in judged]
+        if notes:
+            lines += ["", "Stand-ins shared by several rows, each how the runs differ from the "
+                      "source's setting:", "",
+                      *(f"- <a id=\"{anchor}\"></a>{label}: {cell(text)}"
+                        for text, (label, anchor) in notes.items())]
     # the rows nothing here tested, a line each: the claim in short and its ledger entry, which
     # holds where the source says it, its number, and why it is untested or how it is followed
     for reason, words in REASONS.items():
@@ -322,18 +328,41 @@ def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list
     return [*lines, ""]
 
 
-def verdict_cell(r: dict) -> str:
+def _decider(r: dict) -> dict | None:
+    """The judgement of the run set that decides a claim's verdict."""
+    return next((j for j in r.get("judged") or [] if j["set"] == r.get("via")
+                 and not j.get("watched") and not j.get("setting")), None)
+
+
+def stand_in_notes(task: str, rows: list[dict]) -> dict[str, tuple[str, str]]:
+    """{stand-in sentence: (its label, its anchor)} for the sentences that decide more than one
+    of `rows`: written once under the table, the rows pointing to it."""
+    from collections import Counter
+
+    from arithrepro.claims import STAND_IN
+
+    used = Counter(d["stand_in"] for r in rows if r.get("class") == STAND_IN
+                   for d in [_decider(r)] if d and d.get("stand_in"))
+    shared = [text for text, n in used.items() if n > 1]
+    return {text: (f"stand-in {chr(ord('a') + i)}", f"{task}-stand-in-{chr(ord('a') + i)}")
+            for i, text in enumerate(shared)}
+
+
+def verdict_cell(r: dict, notes: dict | None = None) -> str:
     """A tested claim's verdict as its row reads: the word, its class, the stand-in's difference
-    or why it is a consistency check, and the rule it was decided by (a finding: a link to it)."""
+    (or a link to it, where `notes` holds it) or why it is a consistency check, and the rule it
+    was decided by (a finding: a link to it)."""
     from arithrepro.claims import CONSISTENCY, STAND_IN
     from arithrepro.findings.base import verdict_word
 
     word = verdict_word(r)
     if r.get("class"):
         word += f", {r['class']}"
-    decider = next((j for j in r.get("judged") or [] if j["set"] == r.get("via")
-                    and not j.get("watched") and not j.get("setting")), None)
-    if decider and r.get("class") == STAND_IN:
+    decider = _decider(r)
+    if decider and r.get("class") == STAND_IN and decider["stand_in"] in (notes or {}):
+        label, anchor = notes[decider["stand_in"]]
+        word += f" ([{label}](#{anchor}))"
+    elif decider and r.get("class") == STAND_IN:
         word += f" ({decider['stand_in']})"
     elif decider and r.get("class") == CONSISTENCY:
         word += f" ({decider['consistency']})"
@@ -377,8 +406,15 @@ def _entry(task: str, r: dict) -> str:
 
 
 def _folded(task: str, r: dict) -> str:
+    """An untested claim or a setting in a line: the claim in short, its ledger entry, and the
+    run sets that judged it beside, each with its verdict and its measurement in short."""
+    from arithrepro.findings.base import verdict_word
+
     line = f"#L{r['line']}" if r.get("line") else ""
-    beside = f" Beside: {cell(runs_cell(r))}" if r.get("judged") else ""
+    beside = "; ".join(f"{_set_name(j)}: {verdict_word(j)}"
+                       + (f", {short(j['ours'], FOLDED)}" if j.get("ours") else "")
+                       for j in r.get("judged") or [])
+    beside = f" Beside: {cell(beside)}" if beside else ""
     return (f"- <a id=\"{r['id']}\"></a>{cell(short(r['claim'], FOLDED))} "
             f"([ledger](../../claims/{task}.yaml{line})){beside}")
 
