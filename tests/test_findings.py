@@ -242,8 +242,6 @@ def test_modular_fails():
                                         gpt_acc_gap=-0.02, gpt_dt_lead=-600, depth_gain=-0.1,
                                         batch_loss_gap=-0.2, budget_loss_gap=-0.3,
                                         decay_score_gain=-0.1, loss_at=0.3), COMPUTE)
-    # two models' sign-flip tests over 5 runs (p ≥ 1/32) cannot survive Holm's correction
-    assert got.pop("modular.orders") == CLOSE
     assert set(got.values()) == {NOT_REPRODUCED}, got
 
 

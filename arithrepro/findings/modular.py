@@ -21,13 +21,15 @@ def _study(rows, study: str):
     return rows[[s.split(".")[0] == study for s in rows["size"]]]
 
 
-def _per_model(study: str, judge):
+def _per_model(study: str, judge, models: tuple[str, ...] = ()):
     """A check on one study's records: judge(a model's runs, params) -> that model's Parts, the
-    parts of every model decided as one claim (findings.each)."""
+    parts of every model (of `models`, where given) decided as one claim (findings.each)."""
     def check(rows, params):
         sub = _study(rows, study)
+        if models:
+            sub = sub[sub["model"].isin(models)]
         if not len(sub):
-            return missing(f"the {study} study")
+            return missing(f"the {study} study" + (f" of {', '.join(models)}" if models else ""))
         parts = [replace(p, label=f"{model}: {p.label}")
                  for model, g in sub.groupby("model", sort=False) for p in judge(g, params)]
         v = each(parts, f"the {study} study")
@@ -278,9 +280,9 @@ FINDINGS = (
             "each model: A_val at the largest r_train − at the smallest: exact permutation test "
             "over seeds, one-sided, p ≤ 0.05",
             _per_model("data", _swept("r_train", "val_acc", False, "A_val"))),
-    Finding("modular.orders", "binary sums are learned before ternary ones",
-            "each model, run by run: t_f(A_val) of the ternary samples after the binary's (exact "
-            "sign-flip test, one-sided, p ≤ 0.05)", _per_model("orders", _orders)),
+    Finding("modular.orders", "the GPT learns binary sums before ternary ones",
+            "the GPT, run by run: t_f(A_val) of the ternary samples after the binary's (exact "
+            "sign-flip test, one-sided, p ≤ 0.05)", _per_model("orders", _orders, ("gpt-sin",))),
     Finding("modular.size", "a larger model generalizes sooner",
             "each model: t_f(A_val) of the smallest (L, d) − of the largest: exact permutation "
             "test over seeds, one-sided, p ≤ 0.05", _per_model("size", _size)),
