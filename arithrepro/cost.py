@@ -125,24 +125,28 @@ def step_rows(params: dict, rounds: int, warmup: int, timed: int) -> list[dict]:
     and two configurations of one round can be compared as a pair."""
     import torch
 
+    from arithrepro.config import resolve_graphs
     from arithrepro.models.registry import spec_of
-    from arithrepro.projection import shapes
+    from arithrepro.projection import placement
+    from arithrepro.runs import Placement, Run, build
+    from arithrepro.tasks.charlm import TASK
 
+    device, precisions = placement(params)
+    where = Placement(device, precisions["charlm"], params["compile"],
+                      resolve_graphs(params["graphs"], device, precisions["charlm"]))
     m = params["charlm"]
-    every = {**params, "charlm": {**m, "models": list(m["architectures"]), "seeds": m["seeds"][:1]}}
     configs = []
-    for shape in shapes(every, ["charlm"]):
-        run = shape.runs[0]
-        paths = ("fused", "written-out") if m["architectures"][run.model]["model"] == "nanogpt" \
-            else ("",)
-        for path in paths:
-            built = shape.build()
-            if path == "written-out":
-                written_out(built.net)
-            configs.append(({"model": run.model, "arch": built.arch["model"],
-                             "T": m["schedule"][run.label]["seq_length"], "attention": path,
-                             "batch_size": int(built.data.batches(0)[0].shape[0])},
-                            built, spec_of(built.arch)))
+    for name, arch in m["architectures"].items():
+        for schedule in m["schedules"]:
+            run = Run("charlm", name, schedule, m["seeds"][0])
+            for path in ("fused", "written-out") if arch["model"] == "nanogpt" else ("",):
+                built = build(TASK, run, params, where, trial=True)
+                if path == "written-out":
+                    written_out(built.net)
+                configs.append(({"model": name, "arch": arch["model"],
+                                 "T": m["schedule"][schedule]["seq_length"], "attention": path,
+                                 "batch_size": int(built.data.batches(0)[0].shape[0])},
+                                built, spec_of(built.arch)))
     rows = []
     for r in range(rounds):
         turn = r % len(configs)

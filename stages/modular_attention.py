@@ -12,19 +12,23 @@ from arithrepro.stages.common import done, friendly_errors, params_option
 @params_option
 @friendly_errors
 def modular_attention(params_path: str) -> None:
-    """Draw the attention weights of every layer and head for each chosen sample.
+    """Draw the attention weights of every layer and head for each chosen sample, and measure
+    where every run's attention goes on them.
 
     Reads params: modular.attention (study, model, samples) and the study's settings;
     metrics/modular/runs/<study>/ (to pick the run of `model` with the best validation accuracy,
     then the lowest validation loss) and runs/modular/<study>/<run>/model.pt. Writes
     plots/modular/attention/sample<i>.png: a grid of maps, rows = layers, columns = heads, both
     axes labelled with the sample's tokens; the title says whether the sample is in that run's
-    training split (the source draws training samples) or its validation split.
+    training split (the source draws training samples) or its validation split. Writes
+    plots/modular/attention/measures.json beside them: for every run of `model` in the study,
+    its validation accuracy and, per sample and layer, the attention measures the findings read
+    (findings.modular.attention_shape).
     """
     import shutil
 
     from arithrepro import config
-    from arithrepro.io import read_json
+    from arithrepro.io import read_json, write_json
     from arithrepro.models.registry import load_model
     from arithrepro.report.plotting import STYLE, attention_grid, pyplot, save
     from arithrepro.params_reads import unrecorded
@@ -66,7 +70,28 @@ def modular_attention(params_path: str) -> None:
                         else ": not in the run's training split"))
             written.append(save(plt, attention_grid(plt, weights, text, title),
                                  out_dir / f"sample{i + 1}.png"))
-    done(f"modular-attention: {len(written)} figures of {best.name} -> {out_dir}")
+    write_json(out_dir / "measures.json",
+               measures(runs, records, a["samples"], lambda run: run_config(params, run)))
+    done(f"modular-attention: {len(written)} figures of {best.name} and the measures of "
+         f"{len(runs)} runs -> {out_dir}")
+
+
+def measures(runs, records: dict, samples: list, config_of) -> dict:
+    """Per run (seed, validation accuracy) and per sample, each layer's (weight on the start and
+    the recent positions, its uniform share, evenness): findings.modular.attention_shape."""
+    from arithrepro.findings.modular import attention_shape
+    from arithrepro.models.registry import load_model
+    from arithrepro.tasks.modular import encode
+
+    out = []
+    for run in runs:
+        net, _ = load_model(run.files.model, ("vocab",))
+        c = config_of(run)
+        out.append({"run": run.name, "seed": run.seed, "val_acc": records[run.name]["val_acc"],
+                    "samples": [attention_shape(net.eval(), encode(list(x), c["p"], c["operator"])[:-1])
+                                for x in samples]})
+    return {"samples": [list(x) for x in samples], "operator": c["operator"] if runs else None,
+            "runs": out}
 
 
 def sample_side(operands: list[int], config: dict, seed: int) -> str:

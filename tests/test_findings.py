@@ -440,17 +440,26 @@ UNIFORM = [[1.0] * 6 for _ in range(6)]
 MIDDLE = [[1.0 if j == 1 else 1e-3 for j in range(6)] for _ in range(6)]   # the first operand
 
 
-def attention_outcome(monkeypatch, layers, val_acc=1.0, seeds=5) -> dict:
-    import arithrepro.models.registry as registry
-    from arithrepro import config
+def attention_outcome(tmp_path, monkeypatch, layers, val_acc=1.0, seeds=5) -> dict:
+    """The attention findings on modular-attention's measures of `seeds` runs whose model
+    attends as `layers` says, each at validation accuracy `val_acc`."""
+    import json
 
-    monkeypatch.setattr(registry, "load_model", lambda path, keys: (TracedNet(layers), {}))
-    params = config.compose(["profile=cpu"])
-    params["modular"]["studies"]["sanity"]["seeds"] = list(range(100, 100 + seeds))
+    import torch
+
+    from arithrepro.findings.modular import ATTENTION, attention_shape
+
+    monkeypatch.chdir(tmp_path)
+    shape = attention_shape(TracedNet(layers), torch.zeros(6))
+    path = tmp_path / ATTENTION
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"samples": [[5, 7], [9, 6]], "operator": "+", "runs": [
+        {"run": f"gpt-sin-sanity-{s}", "seed": s, "val_acc": val_acc, "samples": [shape, shape]}
+        for s in range(100, 100 + seeds)]}))
     rows = pd.DataFrame([{"task": "modular", "model": "gpt-sin", "size": "sanity", "seed": s,
-                          "val_acc": val_acc} for s in params["modular"]["studies"]["sanity"]["seeds"]])
+                          "val_acc": val_acc} for s in range(100, 100 + seeds)])
     found = [f for f in FINDINGS["modular"] if f.id.startswith("modular.attention")]
-    return {v["id"]: (v["outcome"], v["measured"]) for v in verdicts(found, rows, params)}
+    return {v["id"]: (v["outcome"], v["measured"]) for v in verdicts(found, rows, {})}
 
 
 def test_attention_shape_reads_start_recent_and_evenness():
@@ -464,22 +473,44 @@ def test_attention_shape_reads_start_recent_and_evenness():
     assert e2 == pytest.approx(1.0) and e1 < e2
 
 
-def test_modular_attention_holds_and_fails(monkeypatch):
-    got = attention_outcome(monkeypatch, [focused(), UNIFORM])
+def test_modular_attention_holds_and_fails(tmp_path, monkeypatch):
+    got = attention_outcome(tmp_path, monkeypatch, [focused(), UNIFORM])
     assert {k: o for k, (o, _) in got.items()} == {"modular.attention-1": REPRODUCED,
                                                  "modular.attention-2": REPRODUCED}
     assert got["modular.attention-1"][1].startswith("sample 5 + 7 = r: ")
     # the first layer on the middle of the problem, the last one as focused as the first: a
     # reversal of one part of two survives Holm's correction over six runs (p 1/64 each), not
     # over five (1/32)
-    got = attention_outcome(monkeypatch, [MIDDLE, MIDDLE], seeds=6)
+    got = attention_outcome(tmp_path, monkeypatch, [MIDDLE, MIDDLE], seeds=6)
     assert {o for o, _ in got.values()} == {NOT_REPRODUCED}
-    got = attention_outcome(monkeypatch, [MIDDLE, MIDDLE])
+    got = attention_outcome(tmp_path, monkeypatch, [MIDDLE, MIDDLE])
     assert {o for o, _ in got.values()} == {CLOSE}
     # runs that did not generalize are left out, and said so
-    got = attention_outcome(monkeypatch, [focused(), UNIFORM], val_acc=0.5)
+    got = attention_outcome(tmp_path, monkeypatch, [focused(), UNIFORM], val_acc=0.5)
     assert {o for o, _ in got.values()} == {UNTESTED}
     assert "left out, A_val under 0.9: 5 of 5" in got["modular.attention-1"][1]
+
+
+def test_the_attention_stage_measures_every_run_on_every_sample(monkeypatch):
+    """modular-attention's measures.json: each run's seed and validation accuracy, and per sample
+    attention_shape of the sample as the model reads it (BOS a + b = r)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    import arithrepro.models.registry as registry
+    from arithrepro.findings.modular import attention_shape
+    from stages.modular_attention import measures
+
+    monkeypatch.setattr(registry, "load_model", lambda path, keys: (TracedNet([focused(), UNIFORM]), {}))
+    runs = [SimpleNamespace(name=f"gpt-sin-sanity-{s}", seed=s, files=SimpleNamespace(model=None))
+            for s in (100, 101)]
+    records = {r.name: {"val_acc": 0.5 + r.seed / 1000} for r in runs}
+    out = measures(runs, records, [[5, 7], [9, 6]], lambda run: {"p": 31, "operator": "+"})
+    assert out["samples"] == [[5, 7], [9, 6]] and out["operator"] == "+"
+    assert [(r["seed"], r["val_acc"]) for r in out["runs"]] == [(100, 0.6), (101, 0.601)]
+    shape = attention_shape(TracedNet([focused(), UNIFORM]), torch.zeros(6))
+    assert all(r["samples"] == [shape, shape] for r in out["runs"])
 
 
 # --- the vocabulary ----------------------------------------------------------------------------

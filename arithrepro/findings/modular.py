@@ -197,42 +197,41 @@ def attention_shape(net, tokens) -> list[tuple[float, float, float]]:
     return out
 
 
-def _attention(index: int):
-    """The study's runs of the attention's model that generalized (A_val ≥ GENERALIZED), each
-    traced on the params' sample `index` (modular.attention.samples): run by run, the first
-    layer's weight on the start and the recent positions above its uniform share, and the last
-    layer's evenness above the first's (exact sign-flip tests, one-sided)."""
-    def check(rows, params):
-        from arithrepro.models.registry import load_model
-        from arithrepro.params_reads import unrecorded
-        from arithrepro.tasks.modular import encode, run_config, study_runs
+ATTENTION = "plots/modular/attention/measures.json"   # modular-attention's, of every run
 
-        a = params["modular"]["attention"]
-        if index >= len(a["samples"]):
+
+def _attention(index: int):
+    """modular-attention's measures of the study's runs that generalized (A_val ≥ GENERALIZED)
+    on sample `index` of modular.attention.samples: run by run, the first layer's weight on the
+    start and the recent positions above its uniform share, and the last layer's evenness above
+    the first's (exact sign-flip tests, one-sided). The watched seeds' records are the ledger's
+    to set apart: only the runs of `rows` are read."""
+    def check(rows, params):
+        import os
+
+        from arithrepro.io import read_json
+
+        if not os.path.exists(ATTENTION):
+            return missing(f"attention measures ({ATTENTION})")
+        data = read_json(ATTENTION, ("samples", "runs"))
+        if index >= len(data["samples"]):
             return missing(f"a sample {index + 1} in modular.attention.samples")
-        operands = [int(x) for x in a["samples"][index]]
-        runs = {(r.model, r.seed): r for r in study_runs(unrecorded(params), a["study"])}
-        sub = _study(rows, a["study"])
-        sub = sub[sub["model"] == a["model"]]
-        kept = sub[sub["val_acc"] >= GENERALIZED]
-        shapes = []
-        for seed in sorted(int(x) for x in kept["seed"]):
-            run = runs[(a["model"], seed)]
-            net, _ = load_model(run.files.model, ("vocab",))
-            c = run_config(unrecorded(params), run)
-            shapes.append(attention_shape(net.eval(), encode(operands, c["p"], c["operator"])[:-1]))
-        left = f"; left out, A_val under {GENERALIZED:g}: {len(sub) - len(kept)} of {len(sub)}" \
-            if len(kept) < len(sub) else ""
-        if len(shapes) < 1:
-            return missing(f"a {a['model']} run of the {a['study']} study that generalized{left}")
-        first, last = [s[0] for s in shapes], [s[-1] for s in shapes]
+        seeds = set(int(x) for x in _study(rows, "sanity")["seed"])
+        runs = [r for r in data["runs"] if r["seed"] in seeds]
+        kept = [r for r in runs if r["val_acc"] >= GENERALIZED]
+        left = f"; left out, A_val under {GENERALIZED:g}: {len(runs) - len(kept)} of {len(runs)}" \
+            if len(kept) < len(runs) else ""
+        if not kept:
+            return missing(f"a run of the sanity study that generalized{left}")
+        first = [r["samples"][index][0] for r in kept]
+        last = [r["samples"][index][-1] for r in kept]
         v = each([Part("layer 1, weight on the start and the recent positions − its uniform share",
                        stats.paired([f for f, _, _ in first], [u for _, u, _ in first]),
-                       len(shapes), 100, " points"),
-                  Part(f"evenness, layer {len(shapes[0])} − layer 1",
+                       len(kept), 100, " points"),
+                  Part(f"evenness, layer {len(kept[0]['samples'][index])} − layer 1",
                        stats.paired([e for _, _, e in last], [e for _, _, e in first]),
-                       len(shapes), 1, "")], "")
-        text = f" {c['operator']} ".join(map(str, operands))
+                       len(kept), 1, "")], "")
+        text = f" {data.get('operator') or '+'} ".join(map(str, data["samples"][index]))
         return replace(v, measured=f"sample {text} = r: {v.measured}{left}")
 
     return check

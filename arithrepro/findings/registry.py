@@ -18,14 +18,13 @@ FINDINGS: dict[str, tuple[Finding, ...]] = {
 READS: dict[str, tuple[str, ...]] = {
     "expr": ("data.min_in", "data.max_in"),
     "looped": ("data.train_digits", "data.eval_digits"),
-    "modular": ("attention",),
     "charlm": ("architectures", "schedule"),
 }
 
 # the files checks read besides the records (the results stage depends on them): charlm's
-# printed training losses, in each run's dvclive series, and its step timings; the modular
-# sanity study's trained models, whose attention a check traces
-FILES: tuple[str, ...] = ("runs/charlm", "metrics/charlm/steps.csv", "runs/modular/sanity")
+# printed training losses, in each run's dvclive series, and its step timings; where modular's
+# GPTs attend on the source's samples
+FILES: tuple[str, ...] = ("runs/charlm", "metrics/charlm/steps.csv", "plots/modular/attention")
 
 # the registry models a check builds itself (charlm's parameter counts at the source's
 # vocabulary): their code is the results stage's code too
