@@ -197,6 +197,44 @@ def test_counted_flops_include_the_head_and_attention():
     assert all(v > 0 for v in m.values())
 
 
+def test_the_step_table_times_every_configuration_in_every_round():
+    """charlm-compute's step table: every architecture at every schedule's length, the
+    transformers fused and written out, once per round, at the params' batch."""
+    from arithrepro import config
+    from arithrepro.cost import step_rows
+
+    params = config.validate(config.compose(["profile=smoke"]))
+    rows = step_rows(params, rounds=2, warmup=1, timed=1)
+    m = params["charlm"]
+    archs = m["architectures"]
+    expected = {(name, m["schedule"][s]["seq_length"], path) for name, a in archs.items()
+                for s in m["schedules"]
+                for path in (("fused", "written-out") if a["model"] == "nanogpt" else ("",))}
+    assert {(r["model"], r["T"], r["attention"]) for r in rows} == expected
+    assert len(rows) == 2 * len(expected) and {r["round"] for r in rows} == {0, 1}
+    assert all(r["s_per_100_steps"] > 0 and r["batch_size"] == m["train"]["batch_size"]
+               for r in rows)
+    # each round starts one configuration later, so none is always timed first
+    assert rows[0]["model"] != rows[len(expected)]["model"] or rows[0]["attention"] != rows[len(expected)]["attention"]
+
+
+def test_written_out_attention_is_the_fused_maths():
+    import copy
+
+    from arithrepro.cost import written_out
+
+    torch.manual_seed(0)
+    fused = MODELS["nanogpt"].build({"d_model": 32, "heads": 4, "layers": 2}, dropout=0.0,
+                                    vocab_size=20, max_len=16, pad_id=-1).eval()
+    plain = written_out(copy.deepcopy(fused))
+    x = torch.randint(0, 20, (3, 16))
+    with torch.no_grad():
+        assert torch.allclose(fused(x), plain(x), atol=1e-5)
+    # only the copy runs the written-out path
+    assert not any("attend" in vars(m) for m in fused.modules())
+    assert any("attend" in vars(m) for m in plain.modules())
+
+
 def _params(**charlm_over):
     params = config.compose(["profile=smoke"])
     params["charlm"] = overridden(params["charlm"], charlm_over)
