@@ -120,9 +120,11 @@ class Comparison(_Tested):
     def words(self, scale: float = 1.0, unit: str = "") -> str:
         """'Δ +10.0 points [95 % CI +7.1, +12.9], g 2.3, permutation p 0.004 (5 vs 5)'."""
         f = _formatter(scale, self.diff, *self.ci, sign=True)
+        floor = f"; at these n p cannot go below {self.min_p:.3f}" if self.min_p > ALPHA else ""
+        if any(map(math.isnan, self.ci)) and math.isnan(self.g):   # no spread to measure
+            return f"Δ {f(self.diff)}{unit}, permutation p {_p(self.p)} ({self.n_a} vs {self.n_b}{floor})"
         ci = "–" if any(map(math.isnan, self.ci)) else f"[{f(self.ci[0])}, {f(self.ci[1])}]"
         g = "–" if math.isnan(self.g) else f"{self.g:.1f}"
-        floor = f"; at these n p cannot go below {self.min_p:.3f}" if self.min_p > ALPHA else ""
         return (f"Δ {f(self.diff)}{unit} (95 % CI {ci}), g {g}, permutation p {_p(self.p)} "
                 f"({self.n_a} vs {self.n_b}{floor})")
 

@@ -57,6 +57,12 @@ def test_two_against_two_can_never_decide():
     assert c.needed.startswith("3 seeds a side can reach p ≤ 0.05")   # 1 / C(6, 3) = 1/20
 
 
+def test_one_seed_a_side_reads_without_an_interval_or_an_effect_size():
+    c = stats.compare([0.8], [0.55])
+    assert c.words(100, " points") == ("Δ +25.0 points, permutation p 0.500 (1 vs 1; at these n "
+                                       "p cannot go below 0.500)")
+
+
 def test_hedges_g_matches_its_formula():
     a, b = [1.0, 2.0, 3.0], [2.0, 3.0, 4.0, 5.0]
     pooled = math.sqrt((2 * 1.0 + 3 * statistics.variance(b)) / 5)
