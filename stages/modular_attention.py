@@ -71,7 +71,8 @@ def modular_attention(params_path: str) -> None:
             written.append(save(plt, attention_grid(plt, weights, text, title),
                                  out_dir / f"sample{i + 1}.png"))
     write_json(out_dir / "measures.json",
-               measures(runs, records, a["samples"], lambda run: run_config(params, run)))
+               {"study": a["study"], "model": a["model"],
+                **measures(runs, records, a["samples"], lambda run: run_config(params, run))})
     done(f"modular-attention: {len(written)} figures of {best.name} and the measures of "
          f"{len(runs)} runs -> {out_dir}")
 

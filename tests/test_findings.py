@@ -453,9 +453,10 @@ def attention_outcome(tmp_path, monkeypatch, layers, val_acc=1.0, seeds=5) -> di
     shape = attention_shape(TracedNet(layers), torch.zeros(6))
     path = tmp_path / ATTENTION
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"samples": [[5, 7], [9, 6]], "operator": "+", "runs": [
-        {"run": f"gpt-sin-sanity-{s}", "seed": s, "val_acc": val_acc, "samples": [shape, shape]}
-        for s in range(100, 100 + seeds)]}))
+    runs = [{"run": f"gpt-sin-sanity-{s}", "seed": s, "val_acc": val_acc, "samples": [shape, shape]}
+            for s in range(100, 100 + seeds)]
+    path.write_text(json.dumps({"study": "sanity", "model": "gpt-sin", "samples": [[5, 7], [9, 6]],
+                                "operator": "+", "runs": runs}))
     rows = pd.DataFrame([{"task": "modular", "model": "gpt-sin", "size": "sanity", "seed": s,
                           "val_acc": val_acc} for s in range(100, 100 + seeds)])
     found = [f for f in FINDINGS["modular"] if f.id.startswith("modular.attention")]

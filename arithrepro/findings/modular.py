@@ -216,13 +216,14 @@ def _attention(index: int):
         data = read_json(ATTENTION, ("samples", "runs"))
         if index >= len(data["samples"]):
             return missing(f"a sample {index + 1} in modular.attention.samples")
-        seeds = set(int(x) for x in _study(rows, "sanity")["seed"])
+        sub = _study(rows, data.get("study", "sanity"))
+        seeds = set(int(x) for x in sub[sub["model"] == data.get("model", "gpt-sin")]["seed"])
         runs = [r for r in data["runs"] if r["seed"] in seeds]
         kept = [r for r in runs if r["val_acc"] >= GENERALIZED]
         left = f"; left out, A_val under {GENERALIZED:g}: {len(runs) - len(kept)} of {len(runs)}" \
             if len(kept) < len(runs) else ""
         if not kept:
-            return missing(f"a run of the sanity study that generalized{left}")
+            return missing(f"a run of the {data.get('study', 'sanity')} study that generalized{left}")
         first = [r["samples"][index][0] for r in kept]
         last = [r["samples"][index][-1] for r in kept]
         v = each([Part("layer 1, weight on the start and the recent positions − its uniform share",
