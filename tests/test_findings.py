@@ -375,6 +375,9 @@ def test_charlm_speed_findings_read_the_step_table_round_by_round(tmp_path, monk
                  ("transformer-1", 100, "fused"): 60.0, ("transformer-8", 100, "fused"): 90.0,
                  ("transformer-8", 100, "written-out"): 60.0}
     assert speed_outcomes(tmp_path, reversed_) == {f: NOT_REPRODUCED for f in SPEED}
+    # a claim of two parts is not judged on one of them
+    partial = {k: v for k, v in STEP_TIMES.items() if k[0] != "gru"}
+    assert speed_outcomes(tmp_path, partial)["charlm.t1-fast"] == UNTESTED
     # a schedule the params do not have is not tested
     got = verdicts([f for f in FINDINGS["charlm"] if f.id == "charlm.t1-fast"],
                    pd.DataFrame(charlm_rows()), {"charlm": {"schedule": {}}})

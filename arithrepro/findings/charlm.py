@@ -258,13 +258,14 @@ def _slower(*pairs):
     over the rounds, one-sided; the geometric-mean ratio on the row."""
     def check(rows, params):
         parts = []
+        name = lambda c: c[0] + (f" ({c[2]})" if c[2] else "")   # noqa: E731
         for slow, fast in pairs:
             a, b = _timings(params, *slow), _timings(params, *fast)
-            if not a or not b:
-                continue
+            if not a or not b:   # every part or no verdict: a claim is not judged on some of them
+                return missing(f"{name(slow if not a else fast)} on "
+                               f"{(slow if not a else fast)[1]} in the step table (charlm-compute)")
             both = sorted(set(a) & set(b))
             r = stats.paired([math.log(a[i]) for i in both], [math.log(b[i]) for i in both])
-            name = lambda c: c[0] + (f" ({c[2]})" if c[2] else "")
             parts.append(Part(f"{slow[1]}: {name(slow)} / {name(fast)} {math.exp(r.diff):.2f}× per step"
                               + _source_ratio(slow[:2], fast[:2]), r, len(both), 1, " (log ratio)"))
         return each(parts, "the configurations in the step table (charlm-compute)")
