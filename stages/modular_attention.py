@@ -16,13 +16,14 @@ def modular_attention(params_path: str) -> None:
     where every run's attention goes on them.
 
     Reads params: modular.attention (study, model, samples) and the study's settings;
-    metrics/modular/runs/<study>/ (to pick the run of `model` with the best validation accuracy,
-    then the lowest validation loss) and runs/modular/<study>/<run>/model.pt. Writes
+    metrics/modular/runs/<study>/ (to pick the run of `model` whose last state, the one
+    model.pt holds, has the best validation accuracy, then the best over the run, then the
+    lowest validation loss) and runs/modular/<study>/<run>/model.pt. Writes
     plots/modular/attention/sample<i>.png: a grid of maps, rows = layers, columns = heads, both
     axes labelled with the sample's tokens; the title says whether the sample is in that run's
     training split (the source draws training samples) or its validation split. Writes
     plots/modular/attention/measures.json beside them: for every run of `model` in the study,
-    its validation accuracy and, per sample and layer, the attention measures the findings read
+    its last state's validation accuracy and, per sample and layer, the attention measures the findings read
     (findings.modular.attention_shape).
     """
     import shutil
@@ -46,8 +47,11 @@ def modular_attention(params_path: str) -> None:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run `dvc repro train-modular-{a['study']}` "
                                     "first")
-        records[r.name] = read_json(path, ("val_acc", "val_loss"))
-    best = max(runs, key=lambda r: (records[r.name]["val_acc"], -records[r.name]["val_loss"]))
+        records[r.name] = read_json(path, ("val_acc", "val_acc_last", "val_loss"))
+    # model.pt holds the run's last state (the source keeps no best one), so the run is chosen,
+    # and labelled, by that state's accuracy; the best over the run is shown beside it
+    best = max(runs, key=lambda r: (records[r.name]["val_acc_last"], records[r.name]["val_acc"],
+                                    -records[r.name]["val_loss"]))
     net, saved = load_model(best.files.model, ("vocab",))
     net.eval()
     vocab = saved["vocab"]
@@ -64,7 +68,9 @@ def modular_attention(params_path: str) -> None:
             text = [vocab[t] for t in tokens.tolist()]
             predicted = vocab[int(trace["logits"][0, -2].argmax())]
             side = sample_side(operands, c, best.seed)
-            title = (f"{best.name} (val. accuracy {100 * records[best.name]['val_acc']:.1f} %): "
+            rec = records[best.name]
+            title = (f"{best.name} (val. accuracy {100 * rec['val_acc_last']:.1f} % at its last "
+                     f"step, {100 * rec['val_acc']:.1f} % at best): "
                      f"{' '.join(text[1:])}  — predicted r = {predicted}\na {side} sample"
                      + (" (in the run's training split)" if side == "training"
                         else ": not in the run's training split"))
@@ -78,8 +84,9 @@ def modular_attention(params_path: str) -> None:
 
 
 def measures(runs, records: dict, samples: list, config_of) -> dict:
-    """Per run (seed, validation accuracy) and per sample, each layer's (weight on the start and
-    the recent positions, its uniform share, evenness): findings.modular.attention_shape."""
+    """Per run (seed, the validation accuracy of the state model.pt holds, its last) and per
+    sample, each layer's (weight on the start and the recent positions, its uniform share,
+    evenness): findings.modular.attention_shape."""
     from arithrepro.findings.modular import attention_shape
     from arithrepro.models.registry import load_model
     from arithrepro.tasks.modular import encode
@@ -88,7 +95,8 @@ def measures(runs, records: dict, samples: list, config_of) -> dict:
     for run in runs:
         net, _ = load_model(run.files.model, ("vocab",))
         c = config_of(run)
-        out.append({"run": run.name, "seed": run.seed, "val_acc": records[run.name]["val_acc"],
+        out.append({"run": run.name, "seed": run.seed,
+                    "val_acc": records[run.name]["val_acc_last"],
                     "samples": [attention_shape(net.eval(), encode(list(x), c["p"], c["operator"])[:-1])
                                 for x in samples]})
     return {"samples": [list(x) for x in samples], "operator": c["operator"] if runs else None,

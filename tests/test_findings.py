@@ -509,7 +509,7 @@ def test_the_attention_stage_measures_every_run_on_every_sample(monkeypatch):
     monkeypatch.setattr(registry, "load_model", lambda path, keys: (TracedNet([focused(), UNIFORM]), {}))
     runs = [SimpleNamespace(name=f"gpt-sin-sanity-{s}", seed=s, files=SimpleNamespace(model=None))
             for s in (100, 101)]
-    records = {r.name: {"val_acc": 0.5 + r.seed / 1000} for r in runs}
+    records = {r.name: {"val_acc": 1.0, "val_acc_last": 0.5 + r.seed / 1000} for r in runs}
     out = measures(runs, records, [[5, 7], [9, 6]], lambda run: {"p": 31, "operator": "+"})
     assert out["samples"] == [[5, 7], [9, 6]] and out["operator"] == "+"
     assert [(r["seed"], r["val_acc"]) for r in out["runs"]] == [(100, 0.6), (101, 0.601)]

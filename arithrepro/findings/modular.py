@@ -201,8 +201,8 @@ ATTENTION = "plots/modular/attention/measures.json"   # modular-attention's, of 
 
 
 def _attention(index: int):
-    """modular-attention's measures of the study's runs that generalized (A_val ≥ GENERALIZED)
-    on sample `index` of modular.attention.samples: run by run, the first layer's weight on the
+    """modular-attention's measures of the study's runs whose last state (model.pt, the state
+    traced) generalized (A_val ≥ GENERALIZED) on sample `index` of modular.attention.samples: run by run, the first layer's weight on the
     start and the recent positions above its uniform share, and the last layer's evenness above
     the first's (exact sign-flip tests, one-sided). The watched seeds' records are the ledger's
     to set apart: only the runs of `rows` are read."""
@@ -310,8 +310,9 @@ FINDINGS = (
             _per_model("regularization", _decay)),
     *(Finding(f"modular.attention-{i + 1}", f"on the source's {word} sample the first layer "
               "attends to the start and the recent tokens, the last layer more evenly",
-              f"the sanity study's GPT runs that generalized (A_val ≥ {GENERALIZED:g}), run by "
-              f"run on modular.attention's sample {i + 1}, the query positions with at least four "
+              f"the sanity study's GPT runs whose last state, the one traced, generalized "
+              f"(A_val ≥ {GENERALIZED:g}), run by run on modular.attention's sample {i + 1}, the "
+              "query positions with at least four "
               "keys, averaged over heads: the first layer's attention weight on the start and the "
               "two most recent positions above its share under uniform attention, and the last "
               "layer's evenness (normalized entropy) above the first's: exact sign-flip tests, "
