@@ -28,7 +28,10 @@ def published(first_run, tmp_path_factory) -> Path:
     remote, and pushes the first run's experiment. Returns the folder holding origin.git and
     store/."""
     where = tmp_path_factory.mktemp("remote")
-    gpu = first_run.saved / "gpu"
+    # its own copy: tests/test_pipeline.py runs DVC in the first run's on the other worker, and
+    # two DVC processes in one repository wait on each other's lock or fail on it
+    gpu = where / "gpu"
+    shutil.copytree(first_run.saved / "gpu", gpu, symlinks=True)
     sh(["git", "init", "-q", "--bare", str(where / "origin.git")], where)
     sh(["dvc", "remote", "add", "-d", "store", str(where / "store")], gpu)
     sh(["git", "add", "-A"], gpu)
@@ -127,5 +130,5 @@ def test_an_experiment_moves_with_exp_push_and_pull(first_run, published):
     sh(["dvc", "exp", "apply", "moved"], here)
     assert "Running stage" not in sh(["dvc", "repro"], here)
     samples = (here / "metrics/charlm/samples.md").read_text()
-    assert samples == (first_run.saved / "gpu" / "metrics/charlm/samples.md").read_text()
+    assert samples == (published / "gpu" / "metrics/charlm/samples.md").read_text()
     assert samples != first_run.read("metrics/charlm/samples.md")  # the experiment's, not main's
