@@ -310,7 +310,8 @@ def test_the_attention_figure_says_whether_its_sample_was_trained_on(tmp_path, m
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p, allow_unicode=True))
     for i, run in enumerate(runs):
         run.files.record.parent.mkdir(parents=True, exist_ok=True)
-        run.files.record.write_text(f'{{"val_acc": {0.5 + i / 10}, "val_loss": 1.0}}')
+        run.files.record.write_text(f'{{"val_acc": {0.5 + i / 10}, "val_acc_last": {0.4 + i / 10}, '
+                                    f'"val_loss": 1.0}}')
         size = {k: c[k] for k in ("d_model", "layers", "heads")}
         net = build_model(run.model, size, dropout=0.0, **TASK.dims(c))
         run.files.dir.mkdir(parents=True)
