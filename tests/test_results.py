@@ -191,12 +191,12 @@ def test_the_ledger_on_the_page_and_its_counts_in_the_readme(data):
     page = pages["results/expr.md"]
     assert "## The source's claims" in page
     row = _row(page, "ReTran \\| first")
-    assert "| fig 1 ([ledger](../../claims/expr.yaml)) | – | Δ +1.2 points | too close to call, " \
-           "on a stand-in (problems of 3-8 characters, not 8-30): finding [expr.order](#expr.order) | " \
-           "**cpu** (decides) |" in row
+    assert "| [fig 1](../../claims/expr.yaml) | – | Δ +1.2 points | too close to call, on a " \
+           "stand-in (problems of 3-8 characters, not 8-30): finding " \
+           "[expr.order](expr-findings.md#expr.order) | cpu |" in row
     assert f"| cpu | {WHERE} | the page's |" in page   # where it ran: once, in the run sets
     assert "<summary>The source's settings (1), each followed or departed from as its ledger " \
-           "entry says</summary>\n\n- <a id=\"expr.b\"></a>LAMB ([ledger](../../claims/expr.yaml))\n" \
+           "entry says</summary>\n\n- <a id=\"expr.b\"></a>[expr.b](../../claims/expr.yaml)\n" \
            in page
     assert "<summary>Not tested here, not measurable (1)</summary>" in page
     # the summary: the tested claim in one short row, linking its detail
@@ -241,6 +241,27 @@ def test_a_claim_judged_by_two_run_sets_shows_both_and_which_decides(data):
     assert "**cpu** (beside: too close to call, on a stand-in, Δ +1.2 points)" in row
 
 
+def test_why_rows_are_consistency_checks_is_written_once_when_shared(data):
+    data = _ledger_data(data)
+    ledger = {"source": {"file": "000", "task": "expr", "title": "T", "carries": "Code."},
+              "claims": [{"id": f"expr.p{i}", "where": "cell 2", "claim": f"count {i}",
+                          "kind": "number", "setting": "s",
+                          "test": {"finding": "expr.order", "profiles": ["cpu"],
+                                   "consistency": "a count follows from the shapes"}}
+                         for i in range(3)]}
+    from arithrepro import claims
+    from arithrepro.findings.base import REPRODUCED
+
+    findings = [{"id": "expr.order", "outcome": REPRODUCED, "measured": "39,328", "n": 5}]
+    judged = claims.verdicts(ledger, [claims.RunSet("cpu", pd.DataFrame(), findings, where=WHERE)])
+    data["tasks"]["expr"]["ledger"] = claims.ledger_rows(ledger, judged)
+    page = _pages(data)["results/expr.md"]
+    assert page.count("a count follows from the shapes") == 1
+    assert "- <a id=\"expr-check-a\"></a>check a: a count follows from the shapes" in page
+    for i in range(3):
+        assert "reproduced, consistency check ([check a](#expr-check-a))" in _row(page, f"count {i}")
+
+
 def test_a_stand_in_shared_by_rows_is_written_once_and_linked(data):
     data = _ledger_data(data, stand_in="problems of 3-8 characters, not 8-30")
     rows = data["tasks"]["expr"]["ledger"]["claims"]
@@ -258,16 +279,38 @@ def test_a_stand_in_shared_by_rows_is_written_once_and_linked(data):
     assert "on a stand-in (problems of 3-8 characters, not 8-30)" in _row(page, "ReTran \\| first")
 
 
-def test_a_findings_measurement_is_written_once_and_linked_from_its_rows(data):
+def test_a_findings_measurement_is_written_whole_once_and_in_short_on_its_rows(data):
     data = _ledger_data(data, stand_in="s")
     data["tasks"]["expr"]["findings"] = [{"id": "expr.order", "claim": "c", "test": "t",
                                           "outcome": "too close to call",
                                           "measured": "Δ +1.2 points", "n": 5}]
-    page = _pages(data)["results/expr.md"]
-    assert page.count("Δ +1.2 points") == 1
-    assert "| <a id=\"expr.order\"></a>expr.order | c | t | too close to call | Δ +1.2 points |" \
-        in page
-    assert "| [measured](#expr.order) |" in _row(page, "ReTran \\| first")
+    data["tasks"]["expr"]["findings"][0]["measured"] = long = "; ".join(
+        f"part {i}: Δ +1.2 points (95 % CI [+0.1, +2.3]), g 1.1, permutation p 0.004 (5 vs 5)"
+        for i in range(4))
+    data["tasks"]["expr"]["ledger"]["claims"][0]["ours"] = long
+    pages = _pages(data)
+    tests = pages["results/expr-findings.md"]
+    assert tests.count("part 3: Δ +1.2 points") == 1
+    assert "## <a id=\"expr.order\"></a>expr.order: too close to call\n\nC. Test: t.\n\n" \
+        "- part 0: Δ +1.2 points (95 % CI [+0.1, +2.3]), g 1.1, permutation p 0.004 (5 vs 5)\n" \
+        "- part 1:" in tests
+    # the source's page: the measurement in short, linking the whole
+    row = _row(pages["results/expr.md"], "ReTran \\| first")
+    assert long not in pages["results/expr.md"]
+    assert f"| {results_page.short(long)} ([all](expr-findings.md#expr.order)) |" in row
+    assert "[the findings' tests](expr-findings.md)" in pages["results/expr.md"]
+
+
+def test_a_measurement_splits_into_its_parts_outside_brackets():
+    text = ("a: Δ -0.010 nats (95 % CI –), g –, permutation p 1.000 (1 vs 1; at these n p cannot "
+            "go below 0.500); b: Δ +2 (95 % CI [+1; +3]) (Holm's correction over the 2 parts for "
+            "a reversal). To decide (each part): 3 seeds a side")
+    parts, after = results_page.measured_parts(text)
+    assert parts == ["a: Δ -0.010 nats (95 % CI –), g –, permutation p 1.000 (1 vs 1; at these n "
+                     "p cannot go below 0.500)", "b: Δ +2 (95 % CI [+1; +3])"]
+    assert after == ("Holm's correction over the 2 parts for a reversal. To decide (each part): "
+                     "3 seeds a side.")
+    assert results_page.measured_parts("one part") == (["one part"], "")
 
 
 def test_a_long_text_is_cut_at_a_clause_with_an_ellipsis():

@@ -1,8 +1,9 @@
-"""The results pages, in two layers: docs/results.md, the summary a reader finishes (what was
-found in a few sentences, one table of the tested claims, the counts per source), and
-docs/results/<task>.md, one page per source with everything behind its rows (the run sets once,
-the headline metrics and every seed, each finding's test and measurement once, every claim of
-the ledger, the figures). Both are rendered from docs/results.json (report/results.py: collect);
+"""The results pages, in three layers: docs/results.md, the summary a reader finishes (what was
+found in a few sentences, one table of the tested claims, the counts per source);
+docs/results/<task>.md, one page per source (the run sets once, the headline metrics and every
+seed, every claim of the ledger with its measurement in short, the figures); and
+docs/results/<task>-findings.md, each finding's test and whole measurement once, which the
+source page's rows link. All are rendered from docs/results.json (report/results.py: collect);
 the words of a verdict are defined in docs/verdicts.md."""
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from arithrepro.report.results import (CLAIMS_END, CLAIMS_START, costs, readme_b
                                        seeds_table, where, with_block)
 from arithrepro.report.tables import format_mean
 
-SHORT = 110    # characters: the longest text a summary cell holds before it points to its detail
+SHORT = 80     # characters: the longest measurement a cell holds before it points to its detail
+CLAIM = 100    # characters: the longest claim the summary's table holds
 NAMED = 4      # the not-reproduced claims the summary's sentences name
-FOLDED = 60    # characters: an untested claim or a setting, a line each, its ledger entry linked
+FOLDED = 60    # characters: a measurement beside an untested claim or a setting
 
 
 def pages(data: dict, figures: dict) -> dict[str, str]:
@@ -24,6 +26,9 @@ def pages(data: dict, figures: dict) -> dict[str, str]:
     out = {"results.md": summary(data)}
     for task, t in data["tasks"].items():
         out[f"results/{task}.md"] = detail(data, task, t, figures.get(task, []))
+        if t.get("findings"):
+            out[f"results/{task}-findings.md"] = findings_page(task, t["findings"],
+                                                               data["profile"])
     return out
 
 
@@ -33,8 +38,8 @@ def summary(data: dict) -> str:
     lines = ["# Results", "",
              "Written by the pipeline's `results` stage from the run records; edit nothing here. "
              "How a verdict is reached, and what each word means: [verdicts.md](verdicts.md). "
-             "Each source's page, one click from its rows, holds the run sets, every seed, each "
-             "test's measurement and the claims not tested here.", "",
+             "Each source's page, one click from its rows, holds the run sets, every seed and "
+             "the claims not tested here; its findings page each test's whole measurement.", "",
              f"From {where(data)}. {costs(data)}", ""]
     found = found_sentences(data, "results/")
     if found:
@@ -45,7 +50,7 @@ def summary(data: dict) -> str:
         lines += ["## The tested claims", "",
                   "| claim | source | the source's number | ours | verdict | judged | detail |",
                   "|---|---|---|---|---|---|---|"]
-        lines += [f"| {cell(short(r['claim']))} | {task} | {cell(short(r['source']))} | "
+        lines += [f"| {cell(short(r['claim'], CLAIM))} | {task} | {cell(short(r['source']))} | "
                   f"{cell(short(_ours(r)))} | {_word(r)} | {_class_short(r)} | "
                   f"[{r['id']}](results/{task}.md#{r['id']}) |" for task, r in tested]
         lines.append("")
@@ -57,7 +62,7 @@ def summary(data: dict) -> str:
                   "that any working run passes: they check the build, and count as no "
                   "reproduction.", "",
                   "| claim | source | verdict | detail |", "|---|---|---|---|"]
-        lines += [f"| {cell(short(r['claim']))} | {task} | {_word(r)} | "
+        lines += [f"| {cell(short(r['claim'], CLAIM))} | {task} | {_word(r)} | "
                   f"[{r['id']}](results/{task}.md#{r['id']}) |" for task, r in checks]
         lines.append("")
     counted = by_source(data, "results/")
@@ -227,7 +232,9 @@ def detail(data: dict, task: str, t: dict, figures: list[str]) -> str:
     lines = [f"# Results: {task}", "",
              (f"{title}. " if title else "") + "Written by the pipeline's `results` stage; edit "
              f"nothing here. [All sources](../results.md) · [the experiment](../{task}.md) · "
-             f"[what a verdict means](../verdicts.md) · [the ledger](../../claims/{task}.yaml)", ""]
+             + (f"[the findings' tests]({task}-findings.md) · " if t.get("findings") else "")
+             + f"[what a verdict means](../verdicts.md) · [the ledger](../../claims/{task}.yaml)",
+             ""]
     lines += run_sets(t)
     lines += ["## Headline metrics", "",
               "Mean ± sample standard deviation (n − 1) over each configuration's n seeds; one "
@@ -240,7 +247,6 @@ def detail(data: dict, task: str, t: dict, figures: list[str]) -> str:
             format_mean(m, c[m]["mean"], c[m]["std"]) if c.get(m) else "–"
             for m in t["metrics"])]) + " |")
     lines += ["", *seeds_table(t)]
-    lines += findings_section(t.get("findings", []), data["profile"])
     lines += ledger_section(task, t.get("ledger"), t.get("findings", []))
     if figures:
         lines += ["## Figures", ""]
@@ -265,21 +271,53 @@ def run_sets(t: dict) -> list[str]:
             *(f"| {name} | {cell(w)} | {cell(code)} |" for name, (w, code) in seen.items()), ""]
 
 
-def findings_section(findings: list[dict], profile: str) -> list[str]:
-    """Each finding's claim, test and what the page's profile measured, once; the ledger's rows
-    point here."""
-    if not findings:
-        return []
+def findings_page(task: str, findings: list[dict], profile: str) -> str:
+    """Each finding's claim, test and what the page's profile measured, once, a section each
+    with its measurement a line per part; the source page's rows link here."""
     from arithrepro.findings.base import verdict_word
 
-    lines = ["## Findings", "",
+    lines = [f"# Findings: {task}", "",
+             "Written by the pipeline's `results` stage; edit nothing here. "
+             f"[The source's page]({task}.md) · [what a verdict means](../verdicts.md)", "",
              f"Each finding's stated test and what the {profile} profile's runs measured; the "
-             "claims below that a finding decides link here.", "",
-             "| finding | claim | test | verdict | measured |", "|---|---|---|---|---|"]
-    lines += [f"| <a id=\"{f['id']}\"></a>{f['id']} | {cell(f['claim'])} | "
-              f"{cell(f.get('test', ''))} | {verdict_word(f)} | {cell(f['measured'])} |"
-              for f in findings]
-    return [*lines, ""]
+             f"claims on [the source's page]({task}.md) that a finding decides link here.", ""]
+    for f in findings:
+        parts, after = measured_parts(f["measured"])
+        lines += [f"## <a id=\"{f['id']}\"></a>{f['id']}: {verdict_word(f)}", "",
+                  f"{f['claim'][:1].upper()}{f['claim'][1:].rstrip('.')}. "
+                  f"Test: {(f.get('test') or '–').rstrip('.')}.", "",
+                  *(f"- {p}" for p in parts), *(["", after] if after else []), ""]
+    return "\n".join(lines)
+
+
+def measured_parts(text: str) -> tuple[list[str], str]:
+    """A measurement's parts (its "; "-separated clauses outside brackets), and what follows
+    them: the multiplicity correction over the parts and the seeds it would take to decide."""
+    after = []
+    for mark in (". To decide", " (Holm's correction"):
+        at = _outside(text, mark)
+        if at >= 0:
+            after.insert(0, text[at:].lstrip(". ").strip())
+            text = text[:at]
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch in "([") - (ch in ")]")
+        if depth == 0 and text.startswith("; ", i):
+            parts.append(text[start:i])
+            start = i + 2
+    parts.append(text[start:])
+    after = [a[1:-1] if a.startswith("(") and a.endswith(")") else a for a in after]
+    return parts, ". ".join(after) + ("." if after else "")
+
+
+def _outside(text: str, mark: str) -> int:
+    """Where `mark` first stands outside any brackets in `text`, or -1."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if depth == 0 and text.startswith(mark, i):
+            return i
+        depth += (ch in "([") - (ch in ")]")
+    return -1
 
 
 def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list[str]:
@@ -293,6 +331,7 @@ def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list
         return []
     src, rows = ledger["source"], ledger["claims"]
     measured = {f["id"]: f["measured"] for f in findings}
+    tests = f"{task}-findings.md"
     lines = ["## The source's claims", "",
              f"Source {src['file']}: {src['carries']} Of its "
              f"{sum(r['outcome'] is not None for r in rows)} claims: "
@@ -302,17 +341,23 @@ def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list
         lines += [f"Seeds {', '.join(map(str, w['seeds']))} are watched: {w['why']}", ""]
     judged = [r for r in rows if _tested(r)]
     if judged:
-        notes = stand_in_notes(task, judged)
-        lines += ["| claim | in the source | the source's number | ours | verdict | run sets |",
+        notes = shared_notes(task, judged, "stand-in")
+        checks = shared_notes(task, judged, "check")
+        lines += ["| claim | in the source (linking its ledger entry) | the source's number | ours "
+                  "| verdict | run sets |",
                   "|---|---|---|---|---|---|"]
         lines += [f"| <a id=\"{r['id']}\"></a>{cell(r['claim'])} | {_entry(task, r)} | "
-                  f"{cell(r['source'])} | {cell(_ours(r, measured))} | "
-                  f"{cell(verdict_cell(r, notes))} | {cell(runs_cell(r))} |" for r in judged]
+                  f"{cell(r['source'])} | {cell(_ours(r, measured, tests))} | "
+                  f"{cell(verdict_cell(r, notes | checks, tests))} | {cell(runs_cell(r))} |" for r in judged]
         if notes:
             lines += ["", "Stand-ins shared by several rows, each how the runs differ from the "
                       "source's setting:", "",
                       *(f"- <a id=\"{anchor}\"></a>{label}: {cell(text)}"
                         for text, (label, anchor) in notes.items())]
+        if checks:
+            lines += ["", "Why several rows are consistency checks, and count as no reproduction:",
+                      "", *(f"- <a id=\"{anchor}\"></a>{label}: {cell(text)}"
+                            for text, (label, anchor) in checks.items())]
     # the rows nothing here tested, a line each: the claim in short and its ledger entry, which
     # holds where the source says it, its number, and why it is untested or how it is followed
     for reason, words in REASONS.items():
@@ -334,24 +379,26 @@ def _decider(r: dict) -> dict | None:
                  and not j.get("watched") and not j.get("setting")), None)
 
 
-def stand_in_notes(task: str, rows: list[dict]) -> dict[str, tuple[str, str]]:
-    """{stand-in sentence: (its label, its anchor)} for the sentences that decide more than one
-    of `rows`: written once under the table, the rows pointing to it."""
+def shared_notes(task: str, rows: list[dict], kind: str) -> dict[str, tuple[str, str]]:
+    """{sentence: (its label, its anchor)} for the stand-in sentences (`kind` "stand-in") or the
+    reasons a row is a consistency check ("check") that decide more than one of `rows`: written
+    once under the table, the rows pointing to it."""
     from collections import Counter
 
-    from arithrepro.claims import STAND_IN
+    from arithrepro.claims import CONSISTENCY, STAND_IN
 
-    used = Counter(d["stand_in"] for r in rows if r.get("class") == STAND_IN
-                   for d in [_decider(r)] if d and d.get("stand_in"))
+    cls, key = {"stand-in": (STAND_IN, "stand_in"), "check": (CONSISTENCY, "consistency")}[kind]
+    used = Counter(d[key] for r in rows if r.get("class") == cls
+                   for d in [_decider(r)] if d and d.get(key))
     shared = [text for text, n in used.items() if n > 1]
-    return {text: (f"stand-in {chr(ord('a') + i)}", f"{task}-stand-in-{chr(ord('a') + i)}")
+    return {text: (f"{kind} {chr(ord('a') + i)}", f"{task}-{kind}-{chr(ord('a') + i)}")
             for i, text in enumerate(shared)}
 
 
-def verdict_cell(r: dict, notes: dict | None = None) -> str:
+def verdict_cell(r: dict, notes: dict | None = None, tests: str = "") -> str:
     """A tested claim's verdict as its row reads: the word, its class, the stand-in's difference
     (or a link to it, where `notes` holds it) or why it is a consistency check, and the rule it
-    was decided by (a finding: a link to it)."""
+    was decided by (a finding: a link to it on the page `tests`)."""
     from arithrepro.claims import CONSISTENCY, STAND_IN
     from arithrepro.findings.base import verdict_word
 
@@ -364,12 +411,15 @@ def verdict_cell(r: dict, notes: dict | None = None) -> str:
         word += f" ([{label}](#{anchor}))"
     elif decider and r.get("class") == STAND_IN:
         word += f" ({decider['stand_in']})"
+    elif decider and r.get("class") == CONSISTENCY and decider["consistency"] in (notes or {}):
+        label, anchor = notes[decider["consistency"]]
+        word += f" ([{label}](#{anchor}))"
     elif decider and r.get("class") == CONSISTENCY:
         word += f" ({decider['consistency']})"
     why = r.get("why") or ""
     if why.startswith("finding "):
         name = why.split()[1]
-        why = f"finding [{name}](#{name})"
+        why = f"finding [{name}]({tests}#{name})"
     return word + (f": {why}" if why else "")
 
 
@@ -388,8 +438,13 @@ def runs_cell(r: dict) -> str:
                 "watched seeds, decides nothing" if j.get("watched") else "beside")
         head = f"**{_set_name(j, watched=False)}** ({role}"
         if role != "decides":
-            head += f": {verdict_word(j)}, {j['class']}" + (f", {j['ours']}" if j.get("ours") else "")
+            head += f": {verdict_word(j)}, {j['class']}" + (f", {short(j['ours'])}" if j.get("ours")
+                                                            else "")
         out.append(head + ")" + (", other code" if j.get("other_code") else ""))
+    if len(judged) == 1 and out[0].endswith(" (decides)"):   # alone, it decides: its name says it
+        return _set_name(judged[0], watched=False)
+    if len(judged) == 1 and out[0].endswith(" (decides), other code"):
+        return f"{_set_name(judged[0], watched=False)}, other code"
     return "; ".join(out) or "–"
 
 
@@ -400,14 +455,16 @@ def _count(n: int, noun: str) -> str:
 
 
 def _entry(task: str, r: dict) -> str:
-    """Where the source says it, and a link to the claim's entry in the ledger."""
+    """Where the source says it, linking the claim's entry in the ledger."""
     line = f"#L{r['line']}" if r.get("line") else ""
-    return f"{cell(r['where'])} ([ledger](../../claims/{task}.yaml{line}))"
+    text = cell(r["where"]).replace("[", "\\[").replace("]", "\\]")   # "cell [12]" stays text
+    return f"[{text}](../../claims/{task}.yaml{line})"
 
 
 def _folded(task: str, r: dict) -> str:
-    """An untested claim or a setting in a line: the claim in short, its ledger entry, and the
-    run sets that judged it beside, each with its verdict and its measurement in short."""
+    """An untested claim or a setting in a line: its id, linked to its ledger entry (which holds
+    the claim, where the source says it, its number and why it is untested), and the run sets
+    that judged it beside, each with its verdict and its measurement in short."""
     from arithrepro.findings.base import verdict_word
 
     line = f"#L{r['line']}" if r.get("line") else ""
@@ -415,8 +472,8 @@ def _folded(task: str, r: dict) -> str:
                        + (f", {short(j['ours'], FOLDED)}" if j.get("ours") else "")
                        for j in r.get("judged") or [])
     beside = f" Beside: {cell(beside)}" if beside else ""
-    return (f"- <a id=\"{r['id']}\"></a>{cell(short(r['claim'], FOLDED))} "
-            f"([ledger](../../claims/{task}.yaml{line})){beside}")
+    return (f"- <a id=\"{r['id']}\"></a>[{r['id']}](../../claims/{task}.yaml{line})"
+            f"{beside}")
 
 
 def _gist(data: dict, task: str, r: dict) -> str:
@@ -452,12 +509,12 @@ def _set_name(j: dict, watched: bool = True) -> str:
             + (" (watched seeds)" if watched and j.get("watched") else ""))
 
 
-def _ours(r: dict, measured: dict | None = None) -> str:
-    """What the runs measured; a finding's measurement, written once in the findings table,
-    linked instead where it is the one shown there."""
+def _ours(r: dict, measured: dict | None = None, tests: str = "") -> str:
+    """What the runs measured; a finding's measurement, written whole once on the findings page
+    `tests`, in short here and linked to it where it is the one shown there."""
     why, ours = r.get("why") or "", r.get("ours") or "–"
     if measured is not None and why.startswith("finding ") and measured.get(why.split()[1]) == ours:
-        return f"[measured](#{why.split()[1]})"
+        return f"{short(ours)} ([all]({tests}#{why.split()[1]}))"
     return ours
 
 
