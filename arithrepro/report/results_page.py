@@ -149,10 +149,6 @@ def found_sentences(data: dict, prefix: str) -> list[str]:
 
 def claims_block(data: dict) -> str:
     """The README's first-screen count of the sources' claims by verdict and class, per source."""
-    from arithrepro.claims import SOURCE, STAND_IN, counts, total
-    from arithrepro.findings.base import (CLOSE, DIFFERS, NOT_REPRODUCED, REPRODUCED, SMALL,
-                                          UNTESTED)
-
     lines = [CLAIMS_START, ""]
     every = data.get("claims")
     if every and _before_classes(data):
