@@ -78,28 +78,34 @@ def modular_attention(params_path: str) -> None:
                                  out_dir / f"sample{i + 1}.png"))
     write_json(out_dir / "measures.json",
                {"study": a["study"], "model": a["model"],
-                **measures(runs, records, a["samples"], lambda run: run_config(params, run))})
+                **measures(runs, records, a["samples"], lambda run: run_config(params, run),
+                           {best.name: net})})
     done(f"modular-attention: {len(written)} figures of {best.name} and the measures of "
          f"{len(runs)} runs -> {out_dir}")
 
 
-def measures(runs, records: dict, samples: list, config_of) -> dict:
+def measures(runs, records: dict, samples: list, config_of, loaded: dict | None = None) -> dict:
     """Per run (seed, the validation accuracy of the state model.pt holds, its last) and per
     sample, each layer's (weight on the start and the recent positions, its uniform share,
-    evenness): findings.modular.attention_shape."""
+    evenness): findings.modular.attention_shape. `loaded`: {run name: its model, already loaded}.
+    The runs are one study's, so they share its operator."""
     from arithrepro.findings.modular import attention_shape
     from arithrepro.models.registry import load_model
     from arithrepro.tasks.modular import encode
 
-    out = []
+    out, operators = [], set()
     for run in runs:
-        net, _ = load_model(run.files.model, ("vocab",))
+        net = (loaded or {}).get(run.name) or load_model(run.files.model, ("vocab",))[0]
         c = config_of(run)
+        operators.add(c["operator"])
         out.append({"run": run.name, "seed": run.seed,
                     "val_acc": records[run.name]["val_acc_last"],
                     "samples": [attention_shape(net.eval(), encode(list(x), c["p"], c["operator"])[:-1])
                                 for x in samples]})
-    return {"samples": [list(x) for x in samples], "operator": c["operator"] if runs else None,
+    if len(operators) > 1:
+        raise ValueError(f"modular.attention.study: its runs mix operators {sorted(operators)}; "
+                         "the measures are of one")
+    return {"samples": [list(x) for x in samples], "operator": next(iter(operators), None),
             "runs": out}
 
 
