@@ -391,3 +391,17 @@ def test_the_found_sentences_count_and_name_what_failed():
     assert "[expr](results/expr.md) 2 of 8" in said
     assert "The one consistency check of the build holds." in said
     assert "1 claim is not tested here: 1 needs the paper profile" in said
+
+
+def test_the_reading_path_of_the_committed_results_is_short_and_its_cells_too():
+    """Rendered from the committed docs/results.json: the summary and the source pages, the path
+    a reader walks, within a third of the single page they replaced (33,871 words), and no table
+    cell on them over a few hundred characters; the findings pages hold the rest."""
+    data = json.loads((ROOT / "docs" / "results.json").read_text())
+    pages = results_page.pages(data, {})
+    path = {name: text for name, text in pages.items() if not name.endswith("-findings.md")}
+    assert sum(len(text.split()) for text in path.values()) < 33_871 / 3
+    long = [(name, c[:60]) for name, text in path.items() for line in text.splitlines()
+            if line.startswith("| ") for c in line.strip("|").split(" | ") if len(c) > 300]
+    assert not long, long
+    assert {n for n in pages if n.endswith("-findings.md")}   # the measurements went somewhere
