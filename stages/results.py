@@ -22,8 +22,8 @@ PUBLISHED = ("results.md", "results.json", "results")
               help="Only copy pages/ to docs/ and rewrite README.md's blocks from them, where "
                    "they come from a full profile whose pipeline is up to date (not a stage).")
 @click.option("--readme", is_flag=True,
-              help="Only rewrite README.md's results and claims blocks from the published "
-                   "docs/results.json (not a stage).")
+              help="Only rewrite README.md's results and claims blocks and the published pages "
+                   "from docs/results.json, as the page code now writes them (not a stage).")
 @click.option("--from", "from_path", metavar="RESULTS_JSON",
               help="Only write docs/runsets/modular-source.json from the results.json of a workspace "
                    "that ran sanity=source (`make modular-source`; not a stage).")
@@ -39,8 +39,9 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
     modular-source` tests. Writes pages/results.json, the summary pages/results.md, a page per
     source and small copies of those figures in pages/results/, a DVC output. With --publish,
     copies them to docs/ and rewrites README.md's results and claims blocks; with --readme,
-    rewrites those blocks from docs/results.json, nothing else. Neither publishes a smoke
-    profile's pages, nor (--publish) pages the pipeline's current state did not make.
+    rewrites those blocks and the pages in docs/ from docs/results.json, nothing else. Neither
+    publishes a smoke profile's pages, nor (--publish) pages the pipeline's current state did
+    not make.
     """
     from arithrepro.io import read_json, write_json, write_text
     from arithrepro.report.results import collect, publishable, thumbnail
@@ -54,9 +55,11 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
         publishable(data, source / "results.json", changed_stages if publish else None)
         if publish:
             publish_pages(PAGES, DOCS, PUBLISHED)
+        else:
+            render_published(data)
         write_readme(Path("README.md"), data)
-        done(f"results: {'docs/ <- pages/, ' if publish else ''}README.md's results and claims "
-             f"blocks <- {source}/results.json")
+        done(f"results: {'docs/ <- pages/, ' if publish else 'docs/ pages and '}README.md's "
+             f"results and claims blocks <- {source}/results.json")
         return
     if from_path:
         from arithrepro.report.results import source_study
@@ -110,6 +113,19 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
     done(f"results: {data['runs']} runs -> {PAGES}/results.md, results.json, a page per source "
          f"and {sum(map(len, figures.values()))} figures in {PAGES}/results/ "
          f"(`arithrepro results --publish` copies them to {DOCS}/)")
+
+
+def render_published(data: dict) -> None:
+    """docs/results.md and docs/results/*.md written again from the published data, beside the
+    published figures (a change of the page code shown without new runs)."""
+    from arithrepro.io import write_text
+    from arithrepro.report.results_page import pages
+
+    figures = {}
+    for png in sorted((DOCS / "results").glob("*.png")):
+        figures.setdefault(png.name.split("_")[0], []).append(png.name)
+    for name, text in pages(data, figures).items():
+        write_text(DOCS / name, text)
 
 
 def changed_stages() -> list[str]:
