@@ -344,7 +344,8 @@ def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list
                   "|---|---|---|---|---|---|"]
         lines += [f"| <a id=\"{r['id']}\"></a>{cell(r['claim'])} | {_entry(task, r)} | "
                   f"{cell(r['source'])} | {cell(_ours(r, measured, tests))} | "
-                  f"{cell(verdict_cell(r, notes | checks, tests))} | {cell(runs_cell(r))} |" for r in judged]
+                  f"{cell(verdict_cell(r, notes | checks, tests))} | {cell(runs_cell(r))} |"
+                  for r in judged]
         if notes:
             lines += ["", "Stand-ins shared by several rows, each how the runs differ from the "
                       "source's setting:", "",
@@ -354,8 +355,8 @@ def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list
             lines += ["", "Why several rows are consistency checks, and count as no reproduction:",
                       "", *(f"- <a id=\"{anchor}\"></a>{label}: {cell(text)}"
                             for text, (label, anchor) in checks.items())]
-    # the rows nothing here tested, a line each: the claim in short and its ledger entry, which
-    # holds where the source says it, its number, and why it is untested or how it is followed
+    # the rows nothing here tested, a line each: the claim's id linking its ledger entry, which
+    # holds the claim, where the source says it, its number, and why it is untested
     for reason, words in REASONS.items():
         left = [r for r in rows if r["outcome"] == UNTESTED and r.get("reason") == reason]
         if left:
