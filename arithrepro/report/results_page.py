@@ -403,16 +403,12 @@ def verdict_cell(r: dict, notes: dict | None = None, tests: str = "") -> str:
     if r.get("class"):
         word += f", {r['class']}"
     decider = _decider(r)
-    if decider and r.get("class") == STAND_IN and decider["stand_in"] in (notes or {}):
-        label, anchor = notes[decider["stand_in"]]
+    key = {STAND_IN: "stand_in", CONSISTENCY: "consistency"}.get(r.get("class"))
+    if decider and key and decider[key] in (notes or {}):
+        label, anchor = notes[decider[key]]
         word += f" ([{label}](#{anchor}))"
-    elif decider and r.get("class") == STAND_IN:
-        word += f" ({decider['stand_in']})"
-    elif decider and r.get("class") == CONSISTENCY and decider["consistency"] in (notes or {}):
-        label, anchor = notes[decider["consistency"]]
-        word += f" ([{label}](#{anchor}))"
-    elif decider and r.get("class") == CONSISTENCY:
-        word += f" ({decider['consistency']})"
+    elif decider and key:
+        word += f" ({decider[key]})"
     why = r.get("why") or ""
     if why.startswith("finding "):
         name = why.split()[1]
