@@ -186,6 +186,42 @@ def same_code(checkout: Path) -> None:
                                  "(keep the code unchanged while the jobs run)")
 
 
+def wants_gpu(executor: str | None, device: str, here: str, partition: str | None) -> bool:
+    """Whether each job asks for a GPU. device cuda: always; cpu: never; auto: on SLURM where
+    the cluster (its `partition`, else any) has one to give, as a local job where this machine
+    does. A CPU cluster asked for a GPU refuses the whole array."""
+    if executor is None or device == "cpu":
+        return False
+    if executor == "local":
+        return here != "cpu"
+    return device != "auto" or gives_gpus(partition)
+
+
+def gives_gpus(partition: str | None = None) -> bool:
+    """Whether a node of SLURM's `partition` (None: of any) lists a GPU among its generic
+    resources (sinfo's %G: `gpu:4`, `gpu:a100:2(S:0-1)`, `(null)`). No sinfo: no cluster, and
+    the executor's own check says so."""
+    cmd = ["sinfo", "--noheader", "--format=%G", *(["--partition", partition] if partition else [])]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        return False
+    if out.returncode:
+        why = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[0]
+        raise ValueError(f"`{' '.join(cmd)}`: {why}")
+    return any(item.split(":")[0] == "gpu"
+               for line in out.stdout.split() for item in line.split(","))
+
+
+def refused(err: Exception, family: str, ex) -> ValueError:
+    """sbatch's refusal of a family's array, in one line with the options that were asked."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    said = next((line for line in lines if "error" in line.lower()), lines[0] if lines else "")
+    asked = " ".join(f"--{k.replace('_', '-')}={v}" for k, v in sorted(ex.parameters.items())
+                     if not isinstance(v, (list, dict)))
+    return ValueError(f"sbatch refused the {family} jobs: {said} (asked: {asked})")
+
+
 def executor(kind: str, folder: Path, options: dict[str, str], threads: int, gpu: bool,
              minutes: float):
     """submitit's executor for `kind`: one CPU task per job with `threads` cores, one GPU on a
@@ -437,11 +473,15 @@ def submitter(kind: str, workdir: Path, options: dict[str, str], threads: int, g
             # a job starts where it was submitted from, and Python imports from there first:
             # from the work folder, a job imports the installed arithrepro, not a checkout's copy
             with working_dir(workdir):
-                if len(group) == 1:
-                    jobs = [ex.submit(job, group[0], source, str(workdir), env)]
-                else:
-                    n = len(group)
-                    jobs = ex.map_array(job, group, [source] * n, [str(workdir)] * n, [env] * n)
+                try:
+                    if len(group) == 1:
+                        jobs = [ex.submit(job, group[0], source, str(workdir), env)]
+                    else:
+                        n = len(group)
+                        jobs = ex.map_array(job, group, [source] * n, [str(workdir)] * n,
+                                            [env] * n)
+                except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError) as err:
+                    raise refused(err, group[0].stages[0].split("@")[0], ex) from None
             made.update({id(c): j for c, j in zip(group, jobs)})
         return [made[id(c)] for c in batch]
 

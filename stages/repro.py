@@ -85,12 +85,16 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
                                "restore what the remote holds themselves; --dry without "
                                "--executor says what would run")
     params = config.load(params_path, record=False) if Path(params_path).exists() else None
-    here = config.resolve_device(params["device"]) if params else "cpu"
+    device = params["device"] if params else "cpu"
+    # SLURM jobs with device cuda train on the cluster's GPUs, whatever this login node has
+    here = config.resolve_device("auto" if executor == "slurm" and device == "cuda" else device)
     gpus = visible_gpus() if here != "cpu" else []
-    # a job's device: the params' (auto: a GPU on a cluster, whatever the submitting node has;
-    # a local job, this machine's)
-    gpu_jobs = bool(params) and params["device"] != "cpu" and (
-        executor == "slurm" or (executor == "local" and here != "cpu"))
+    if executor:
+        from arithrepro import cluster
+
+        gpu_jobs = cluster.wants_gpu(executor, device, here, options.get("partition"))
+    else:
+        gpu_jobs = False
     if ensemble is None:
         jobs_on = ("cuda" if gpu_jobs else "cpu") if executor == "slurm" else here
         ensemble = bool(params) and ensemble_default(params, jobs_on, pull)
@@ -98,8 +102,6 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
     like_here = executor != "slurm" or gpu_jobs == (here != "cpu")
     try:
         if executor:
-            from arithrepro import cluster
-
             code = cluster.reproduce(
                 executor, targets, ensemble, cpu=params["cpu"] if params else None,
                 options=options, gpu=gpu_jobs, at_once=jobs, retries=retries,

@@ -135,7 +135,10 @@ def test_without_a_remote_nothing_starts(tmp_path):
 def test_slurm_options_are_checked_before_anything_runs(tmp_path):
     ws = make_clone(tmp_path / "ws")
     sh(["dvc", "remote", "add", "-d", "store", str(tmp_path / "store")], ws)
-    for args, said in [(["--executor", "slurm"], 'Could not detect "srun"'),
+    # on a cluster's login node srun is there, and the first would submit
+    no_srun = [(["--executor", "slurm"], 'Could not detect "srun"')] \
+        if shutil.which("srun") is None else []
+    for args, said in [*no_srun,
                        (["--executor", "slurm", "--slurm", "cpus_per_task=two"],
                         "cpus_per_task=two: expected a whole number")]:
         out = sh(["arithrepro", "repro", *args, TARGET], ws, check=False)
@@ -287,3 +290,54 @@ def test_a_local_gpu_job_sees_a_gpu_and_a_cpu_job_none(tmp_path):
     """submitit's local executor sets CUDA_VISIBLE_DEVICES from the GPUs a job asks for."""
     assert cluster.executor("local", tmp_path, {}, 1, True, 30).parameters["gpus_per_node"] == 1
     assert cluster.executor("local", tmp_path, {}, 1, False, 30).parameters["gpus_per_node"] == 0
+
+
+def _sinfo(tmp_path, monkeypatch, gres: str, status: int = 0) -> None:
+    """A stand-in sinfo on PATH that prints `gres` (one line per node) or fails."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "sinfo"
+    fake.write_text("#!/bin/sh\n" + (f"echo 'sinfo: error: {gres}' >&2\nexit {status}\n"
+                                     if status else f"printf '{gres}'\n"))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize("gres, gives", [("(null)\\n(null)\\n", False), ("gpu:4\\n", True),
+                                         ("(null)\\ngpu:a100:2(S:0-1),shard:8\\n", True),
+                                         ("shard:8\\n", False), ("", False)])
+def test_a_job_asks_for_a_gpu_with_device_auto_only_where_the_cluster_has_one(
+        tmp_path, monkeypatch, gres, gives):
+    _sinfo(tmp_path, monkeypatch, gres)
+    assert cluster.gives_gpus("debug") is gives
+    assert cluster.wants_gpu("slurm", "auto", "cpu", None) is gives
+    assert cluster.wants_gpu("slurm", "cuda", "cpu", None) is True
+    assert cluster.wants_gpu("slurm", "cpu", "cuda", None) is False
+    assert cluster.wants_gpu("local", "auto", "cpu", None) is False
+    assert cluster.wants_gpu("local", "auto", "cuda", None) is True
+    assert cluster.wants_gpu(None, "cuda", "cuda", None) is False
+
+
+def test_sinfo_failing_is_one_line_naming_the_command(tmp_path, monkeypatch):
+    _sinfo(tmp_path, monkeypatch, "invalid partition specified: nope", status=1)
+    with pytest.raises(ValueError, match=r"^`sinfo --noheader --format=%G --partition nope`: "
+                                         r"sinfo: error: invalid partition specified: nope$"):
+        cluster.gives_gpus("nope")
+
+
+def test_an_array_sbatch_refuses_is_one_line_with_what_it_asked(tmp_path):
+    """submitit's mocked SLURM with sbatch failing as a CPU cluster does on a GPU request."""
+    import subprocess
+
+    from submitit.core.utils import FailedJobError
+    from submitit.slurm.test_slurm import mocked_slurm
+
+    with mocked_slurm():
+        ex = cluster.executor("slurm", tmp_path, {"partition": "debug"}, 1, True, 30)
+    cause = subprocess.CalledProcessError(1, ["sbatch"])
+    err = FailedJobError("sbatch: error: Invalid generic resource (gres) specification")
+    err.__cause__ = cause
+    line = str(cluster.refused(err, "train-looped", ex))
+    assert "\n" not in line and line.startswith(
+        "sbatch refused the train-looped jobs: sbatch: error: Invalid generic resource"), line
+    assert "--gpus-per-node=1" in line and "--partition=debug" in line, line
