@@ -186,6 +186,20 @@ def same_code(checkout: Path) -> None:
                                  "(keep the code unchanged while the jobs run)")
 
 
+def check(kind: str, options: dict[str, str], gpu: bool = False) -> None:
+    """The --slurm options and the scheduler, before anything runs: ValueError in one line."""
+    if "cpus_per_task" in options:
+        threads = _value(options["cpus_per_task"])
+        if not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"--slurm cpus_per_task={options['cpus_per_task']}: expected a "
+                             "whole number >= 1")
+    try:
+        executor(kind, Path(".dvc/tmp/cluster/jobs"), options, 1, gpu, 30)
+    except RuntimeError as err:   # submitit's: no srun here
+        raise ValueError(f"--executor {kind}: {err} (submit from a login node of the "
+                         "cluster)") from None
+
+
 def wants_gpu(executor: str | None, device: str, here: str, partition: str | None) -> bool:
     """Whether each job asks for a GPU. device cuda: always; cpu: never; auto: on SLURM where
     the cluster (its `partition`, else any) has one to give, as a local job where this machine
@@ -207,7 +221,7 @@ def gives_gpus(partition: str | None = None) -> bool:
     except FileNotFoundError:
         return False
     if out.returncode:
-        why = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[0]
+        why = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
         raise ValueError(f"`{' '.join(cmd)}`: {why}")
     return any(item.split(":")[0] == "gpu"
                for line in out.stdout.split() for item in line.split(","))
@@ -347,7 +361,10 @@ def _outcome(job, grace_s: float) -> str | None:
     while not job.paths.result_pickle.exists() and time.monotonic() < end:
         time.sleep(1)
     if not job.paths.result_pickle.exists():
-        return f"ended without a result (state {job.state})"
+        state = str(job.state)
+        if state.startswith("CANCELLED"):   # "CANCELLED by <uid>": scancel, or an administrator
+            return f"cancelled ({state.lower()})"
+        return f"ended without a result (state {state})"
     error = job.exception()
     if error is None:
         return None
@@ -398,17 +415,10 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
     if kind == "slurm":   # a node's cores are the scheduler's to give: the params' count, or 1
         fixed = (cpu or {}).get("threads")
         threads = fixed if isinstance(fixed, int) else 1
+    check(kind, options or {}, gpu)
     if options and "cpus_per_task" in options:
         threads = _value(options["cpus_per_task"])
-        if not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"--slurm cpus_per_task={options['cpus_per_task']}: expected a "
-                             "whole number >= 1")
     env = thread_env(cpu, threads)
-    try:   # the options and the scheduler checked before anything runs
-        executor(kind, workdir / "jobs", options or {}, threads, gpu, 30)
-    except RuntimeError as err:   # submitit's: no srun here
-        raise ValueError(f"--executor {kind}: {err} (submit from a login node of the "
-                         "cluster)") from None
     names, upstream, pending, cmds = plan(targets)
     jobs = order_jobs(names, upstream, pending, cmds if ensemble else None)
     cells_jobs = [j for j in jobs if run_of(cmds[j.stages[0]])]
@@ -421,6 +431,9 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
         return 1
     known = cached(sorted(training), remote)
     todo = [j for j in cells_jobs if not set(j.stages) <= known]
+    for j in cells_jobs:   # an earlier submission's, whose command stopped before its end
+        if j not in todo:
+            forget(workdir / "checkouts", Cell(j.stages, [], []).folder)
     echo(f"{len(training)} training cells: {len(training) - len(known & training)} to run as "
          f"{kind} jobs" + (f", {len(known & training)} already in the remote's run cache"
                           if known & training else ""))
@@ -441,8 +454,7 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
                                 "log": str(t.job.paths.stdout)} for t in live}, indent=1))
 
     def finished(cell: Cell, result: dict) -> None:
-        shutil.rmtree(workdir / "checkouts" / cell.folder, ignore_errors=True)   # in the remote now
-        (workdir / "checkouts" / f"{cell.folder}.lock").unlink(missing_ok=True)
+        forget(workdir / "checkouts", cell.folder)
 
     failed = follow(cells, submit, echo, at_once=workers if kind == "local" else None,
                     retries=retries, poll_s=poll_s, on_done=finished, record=record)
@@ -452,6 +464,23 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
         return 1
     echo("collecting: dvc repro --pull, stage by stage")
     return run_here(targets, True)
+
+
+def forget(checkouts: Path, folder: str) -> None:
+    """A cell's checkout, once the remote holds its outputs; kept while a job holds its lock."""
+    import fcntl
+
+    lock = checkouts / f"{folder}.lock"
+    if not lock.exists():
+        shutil.rmtree(checkouts / folder, ignore_errors=True)
+        return
+    with open(lock, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return
+        shutil.rmtree(checkouts / folder, ignore_errors=True)
+        lock.unlink(missing_ok=True)
 
 
 def submitter(kind: str, workdir: Path, options: dict[str, str], threads: int, gpu: bool,

@@ -305,7 +305,8 @@ def _sinfo(tmp_path, monkeypatch, gres: str, status: int = 0) -> None:
 
 @pytest.mark.parametrize("gres, gives", [("(null)\\n(null)\\n", False), ("gpu:4\\n", True),
                                          ("(null)\\ngpu:a100:2(S:0-1),shard:8\\n", True),
-                                         ("shard:8\\n", False), ("", False)])
+                                         ("shard:8\\n", False), ("", False)],
+                         ids=["no-gres", "gpus", "one-node-of-two", "no-gpu-gres", "no-nodes"])
 def test_a_job_asks_for_a_gpu_with_device_auto_only_where_the_cluster_has_one(
         tmp_path, monkeypatch, gres, gives):
     _sinfo(tmp_path, monkeypatch, gres)

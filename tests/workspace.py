@@ -113,11 +113,11 @@ ENV = {**os.environ, "DVC_NO_ANALYTICS": "1", "OMP_NUM_THREADS": "1",
 VOLATILE = re.compile(r"seconds|per_s|provenance|time|host|date")
 
 
-def outputs(root: Path) -> dict:
+def outputs(root: Path, cells=CELLS) -> dict:
     """What looped's stages wrote, as comparable values: the evaluation series and the report
     table byte for byte, the records without their timings."""
     out = {}
-    for cell in CELLS:
+    for cell in cells:
         out[f"eval/{cell}"] = (root / f"plots/looped/eval/{cell}.csv").read_text()
         record = json.loads((root / f"metrics/looped/runs/{cell}.json").read_text())
         out[f"record/{cell}"] = {k: v for k, v in record.items() if not VOLATILE.search(k)}
