@@ -141,7 +141,11 @@ def test_every_seed_is_on_the_page(data):
     gpt = data["tasks"]["expr"]["cells"][0]
     assert gpt["seeds"] == {0: {"test_acc": 0.5, "ood_acc": 0.1}, 1: {"test_acc": 0.51, "ood_acc": 0.1},
                             2: {"test_acc": 0.52, "ood_acc": 0.1}}
-    page = results_page.pages(data, {})["results/expr.md"]
+    pages = results_page.pages(data, {})
+    # the source's page points to them; the findings page holds them
+    assert "[the findings page](expr-findings.md#every-seed)" in pages["results/expr.md"]
+    page = pages["results/expr-findings.md"]
+    assert "## <a id=\"every-seed\"></a>Every seed" in page
     assert "<details><summary>Every seed</summary>" in page
     assert "| gpt | small | 2 | 52.0 % | 10.0 % |" in page
 
@@ -196,7 +200,7 @@ def test_the_ledger_on_the_page_and_its_counts_in_the_readme(data):
            "[expr.order](expr-findings.md#expr.order) | cpu |" in row
     assert f"| cpu | {WHERE} | the page's |" in page   # where it ran: once, in the run sets
     assert "<summary>The source's settings (1), each followed or departed from as its ledger " \
-           "entry says</summary>\n\n- <a id=\"expr.b\"></a>[expr.b](../../claims/expr.yaml)\n" \
+           "entry says</summary>\n\n<a id=\"expr.b\"></a>[expr.b](../../claims/expr.yaml)\n" \
            in page
     assert "<summary>Not tested here, not measurable (1)</summary>" in page
     # the summary: the tested claim in one short row, linking its detail
@@ -236,9 +240,9 @@ def test_a_claim_judged_by_two_run_sets_shows_both_and_which_decides(data):
     row = _row(page, "ReTran \\| first")
     # the paper run is at the source's setting: it decides over the cpu stand-in, and its code
     # is not the page's
-    assert "reproduced, at the source's setting" in row and "**paper** (decides), other code" in row
+    assert "reproduced, at the source's setting" in row and "**paper** (decides)" in row
     assert "| paper | commit def5678 (clean), H200 | from commit def5678: 2 files differ |" in page
-    assert "**cpu** (beside: too close to call, on a stand-in, Δ +1.2 points)" in row
+    assert "**cpu** (beside: too close to call)" in row
 
 
 def test_why_rows_are_consistency_checks_is_written_once_when_shared(data):
@@ -298,7 +302,23 @@ def test_a_findings_measurement_is_written_whole_once_and_in_short_on_its_rows(d
     row = _row(pages["results/expr.md"], "ReTran \\| first")
     assert long not in pages["results/expr.md"]
     assert f"| {results_page.short(long)} ([all](expr-findings.md#expr.order)) |" in row
-    assert "[the findings' tests](expr-findings.md)" in pages["results/expr.md"]
+    assert "[the findings' tests and every seed](expr-findings.md)" in pages["results/expr.md"]
+
+
+def test_a_claim_measured_against_the_sources_number_is_whole_in_a_section_of_its_own(data):
+    data = _ledger_data(data)
+    claim = data["tasks"]["expr"]["ledger"]["claims"][0]
+    claim["why"] = long_rule = ("within ± 0.0004 of 0.0008 (the source's std over seeds 0 and 42, "
+                                "printed to four decimals)")
+    claim["ours"] = long = "; ".join(f"part {i}: 0.026 over 5 seeds, 95 % interval [0.000, "
+                                     "0.111] (t over seeds, log scale)" for i in range(3))
+    pages = _pages(data)
+    row = _row(pages["results/expr.md"], "ReTran \\| first")
+    assert long not in row and long_rule not in row
+    assert f"{results_page.short(long)} ([all](expr-findings.md#expr.a))" in row
+    assert "([rule](expr-findings.md#expr.a))" in row
+    section = pages["results/expr-findings.md"].split('<a id="expr.a"></a>', 1)[1]
+    assert long_rule in section and "- part 2: 0.026 over 5 seeds" in section
 
 
 def test_a_measurement_splits_into_its_parts_outside_brackets():

@@ -14,8 +14,11 @@ from arithrepro.report.results import (CLAIMS_END, CLAIMS_START, costs, readme_b
                                        seeds_table, where, with_block)
 from arithrepro.report.tables import format_mean
 
-SHORT = 80     # characters: the longest measurement a cell holds before it points to its detail
-CLAIM = 100    # characters: the longest claim the summary's table holds
+SHORT = 50     # characters: the longest measurement a cell holds before it points to its detail
+CLAIM = 60     # characters: the longest claim the summary's table holds
+BRIEF = 40     # characters: a number in the summary's table, a rule or stand-in on a row
+ROW_CLAIM = 100  # characters: a claim on its source page's row (its section and ledger: whole)
+WHERE = 50     # characters: where in the source, on a claim's row (its ledger entry: whole)
 NAMED = 4      # the not-reproduced claims the summary's sentences name
 FOLDED = 60    # characters: a measurement beside an untested claim or a setting
 
@@ -26,10 +29,25 @@ def pages(data: dict, figures: dict) -> dict[str, str]:
     out = {"results.md": summary(data)}
     for task, t in data["tasks"].items():
         out[f"results/{task}.md"] = detail(data, task, t, figures.get(task, []))
-        if t.get("findings"):
-            out[f"results/{task}-findings.md"] = findings_page(task, t["findings"],
-                                                               data["profile"])
+        out[f"results/{task}-findings.md"] = findings_page(task, t.get("findings", []),
+                                                           data["profile"], _long(t),
+                                                           seeds_table(t))
     return out
+
+
+def _long(t: dict) -> list[dict]:
+    """The tested claims whose measurement is not a finding's section already (measured against
+    the source's own numbers, or a finding as another run set than the page's profile measured
+    it): each a section of its own on the findings page, its cells whole there."""
+    measured = {f["id"]: f["measured"] for f in t.get("findings", [])}
+    return [r for r in _ledger(t) if _tested(r) and not _as_finding(r, measured)]
+
+
+def _as_finding(r: dict, measured: dict) -> str | None:
+    """The finding whose section on the findings page holds the row's measurement, if one does."""
+    why = r.get("why") or ""
+    fid = why.split()[1] if why.startswith("finding ") else None
+    return fid if fid and measured.get(fid) == r.get("ours") else None
 
 
 # --- the summary -------------------------------------------------------------------------------
@@ -50,8 +68,8 @@ def summary(data: dict) -> str:
         lines += ["## The tested claims", "",
                   "| claim | source | the source's number | ours | verdict | judged | detail |",
                   "|---|---|---|---|---|---|---|"]
-        lines += [f"| {cell(short(r['claim'], CLAIM))} | {task} | {cell(short(r['source']))} | "
-                  f"{cell(short(_ours(r)))} | {_word(r)} | {_class_short(r)} | "
+        lines += [f"| {cell(short(r['claim'], CLAIM))} | {task} | {cell(short(r['source'], BRIEF))} | "
+                  f"{cell(short(_ours(r), BRIEF))} | {_word(r)} | {_class_short(r)} | "
                   f"[{r['id']}](results/{task}.md#{r['id']}) |" for task, r in tested]
         lines.append("")
     checks = [(task, r) for task, t in data["tasks"].items() for r in _ledger(t)
@@ -228,7 +246,7 @@ def detail(data: dict, task: str, t: dict, figures: list[str]) -> str:
     lines = [f"# Results: {task}", "",
              (f"{title}. " if title else "") + "Written by the pipeline's `results` stage; edit "
              f"nothing here. [All sources](../results.md) · [the experiment](../{task}.md) · "
-             + (f"[the findings' tests]({task}-findings.md) · " if t.get("findings") else "")
+             + f"[the findings' tests and every seed]({task}-findings.md) · "
              + f"[what a verdict means](../verdicts.md) · [the ledger](../../claims/{task}.yaml)",
              ""]
     lines += run_sets(t)
@@ -242,7 +260,7 @@ def detail(data: dict, task: str, t: dict, figures: list[str]) -> str:
         lines.append("| " + " | ".join([c["model"], c["size"], str(c["n"]), *(
             format_mean(m, c[m]["mean"], c[m]["std"]) if c.get(m) else "–"
             for m in t["metrics"])]) + " |")
-    lines += ["", *seeds_table(t)]
+    lines += ["", f"Every seed's values: [the findings page]({task}-findings.md#every-seed).", ""]
     lines += ledger_section(task, t.get("ledger"), t.get("findings", []))
     if figures:
         lines += ["## Figures", ""]
@@ -262,14 +280,17 @@ def run_sets(t: dict) -> list[str]:
         return []
     return ["## Run sets", "",
             "The runs this page's verdicts rest on; each row below names the run sets that "
-            "judged it and which one decides.", "",
+            "judged it and which one decides. Watched seeds, which a recipe was chosen on, "
+            "decide nothing: their verdict stands beside.", "",
             "| run set | where it ran | its code |", "|---|---|---|",
             *(f"| {name} | {cell(w)} | {cell(code)} |" for name, (w, code) in seen.items()), ""]
 
 
-def findings_page(task: str, findings: list[dict], profile: str) -> str:
+def findings_page(task: str, findings: list[dict], profile: str,
+                  rows: list[dict] = (), seeds: list[str] = ()) -> str:
     """Each finding's claim, test and what the page's profile measured, once, a section each
-    with its measurement a line per part; the source page's rows link here."""
+    with its measurement a line per part; then the claims measured against the source's own
+    numbers (`rows`), each whole; the source page's rows link here."""
     from arithrepro.findings.base import verdict_word
 
     lines = [f"# Findings: {task}", "",
@@ -283,6 +304,20 @@ def findings_page(task: str, findings: list[dict], profile: str) -> str:
                   f"{f['claim'][:1].upper()}{f['claim'][1:].rstrip('.')}. "
                   f"Test: {(f.get('test') or '–').rstrip('.')}.", "",
                   *(f"- {p}" for p in parts), *(["", after] if after else []), ""]
+    if rows:
+        lines += ["## Claims measured on their deciding run set", "",
+                  "Each claim's measurement whole, as the run set that decides it measured it "
+                  f"(against the source's own numbers, or a finding on another run set than the "
+                  f"{profile} profile); its verdict and rule are on [the source's page]({task}.md).",
+                  ""]
+    for r in rows:
+        parts, after = measured_parts(r.get("ours") or "–")
+        lines += [f"### <a id=\"{r['id']}\"></a>{r['id']}: {verdict_word(r)}", "",
+                  f"{cell(r['claim'])} The source: {cell(r.get('source') or '–')}.", "",
+                  f"Verdict: {cell(verdict_cell(r, None, task + '-findings.md'))}.", "",
+                  *(f"- {p}" for p in parts), *(["", after] if after else []), ""]
+    if seeds:
+        lines += ["## <a id=\"every-seed\"></a>Every seed", "", *seeds]
     return "\n".join(lines)
 
 
@@ -342,9 +377,12 @@ def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list
         lines += ["| claim | in the source (linking its ledger entry) | the source's number | ours "
                   "| verdict | run sets |",
                   "|---|---|---|---|---|---|"]
-        lines += [f"| <a id=\"{r['id']}\"></a>{cell(r['claim'])} | {_entry(task, r)} | "
-                  f"{cell(r['source'])} | {cell(_ours(r, measured, tests))} | "
-                  f"{cell(verdict_cell(r, notes | checks, tests))} | {cell(runs_cell(r))} |"
+        whole = {r["id"] for r in _long({"ledger": ledger, "findings": findings})}
+        lines += [f"| <a id=\"{r['id']}\"></a>{cell(short(r['claim'], ROW_CLAIM))} | "
+                  f"{_entry(task, r)} | {cell(short(r['source'], BRIEF))} | "
+                  f"{cell(_ours(r, measured, tests))} | "
+                  f"{cell(verdict_cell(r, notes | checks, tests, r['id'] in whole))} | "
+                  f"{cell(runs_cell(r))} |"
                   for r in judged]
         if notes:
             lines += ["", "Stand-ins shared by several rows, each how the runs differ from the "
@@ -361,12 +399,12 @@ def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list
         left = [r for r in rows if r["outcome"] == UNTESTED and r.get("reason") == reason]
         if left:
             lines += ["", f"<details><summary>Not tested here, {words} ({len(left)})</summary>",
-                      "", *(_folded(task, r) for r in left), "", "</details>"]
+                      "", ", ".join(_folded(task, r) for r in left), "", "</details>"]
     settings = [r for r in rows if r["outcome"] is None]
     if settings:
         lines += ["", f"<details><summary>The source's settings ({len(settings)}), each followed "
                   "or departed from as its ledger entry says</summary>", "",
-                  *(_folded(task, r) for r in settings), "", "</details>"]
+                  ", ".join(_folded(task, r) for r in settings), "", "</details>"]
     return [*lines, ""]
 
 
@@ -392,10 +430,12 @@ def shared_notes(task: str, rows: list[dict], kind: str) -> dict[str, tuple[str,
             for i, text in enumerate(shared)}
 
 
-def verdict_cell(r: dict, notes: dict | None = None, tests: str = "") -> str:
+def verdict_cell(r: dict, notes: dict | None = None, tests: str = "",
+                 in_short: bool = False) -> str:
     """A tested claim's verdict as its row reads: the word, its class, the stand-in's difference
     (or a link to it, where `notes` holds it) or why it is a consistency check, and the rule it
-    was decided by (a finding: a link to it on the page `tests`)."""
+    was decided by (a finding: a link to it on the page `tests`). `in_short`: the row's section
+    on `tests` holds it whole, so the difference and the rule are cut short here."""
     from arithrepro.claims import CONSISTENCY, STAND_IN
     from arithrepro.findings.base import verdict_word
 
@@ -408,11 +448,13 @@ def verdict_cell(r: dict, notes: dict | None = None, tests: str = "") -> str:
         label, anchor = notes[decider[key]]
         word += f" ([{label}](#{anchor}))"
     elif decider and key:
-        word += f" ({decider[key]})"
+        word += f" ({short(decider[key], BRIEF) if in_short else decider[key]})"
     why = r.get("why") or ""
     if why.startswith("finding "):
         name = why.split()[1]
         why = f"finding [{name}]({tests}#{name})"
+    elif in_short and len(" ".join(why.split())) > BRIEF:
+        why = f"{short(why, BRIEF)} ([rule]({tests}#{r['id']}))"
     return word + (f": {why}" if why else "")
 
 
@@ -427,17 +469,13 @@ def runs_cell(r: dict) -> str:
     out = []
     for j in judged:
         role = ("decides" if j["set"] == r.get("via") and not j.get("watched")
-                and not j.get("setting") else
-                "watched seeds, decides nothing" if j.get("watched") else "beside")
+                and not j.get("setting") else "watched seeds" if j.get("watched") else "beside")
         head = f"**{_set_name(j, watched=False)}** ({role}"
-        if role != "decides":
-            head += f": {verdict_word(j)}, {j['class']}" + (f", {short(j['ours'])}" if j.get("ours")
-                                                            else "")
-        out.append(head + ")" + (", other code" if j.get("other_code") else ""))
+        if role != "decides":   # its measurement: the findings page, or the run set's own page
+            head += f": {verdict_word(j)}"
+        out.append(head + ")")   # its code and where it ran: the page's run-set table
     if len(judged) == 1 and out[0].endswith(" (decides)"):   # alone, it decides: its name says it
         return _set_name(judged[0], watched=False)
-    if len(judged) == 1 and out[0].endswith(" (decides), other code"):
-        return f"{_set_name(judged[0], watched=False)}, other code"
     return "; ".join(out) or "–"
 
 
@@ -450,12 +488,13 @@ def _count(n: int, noun: str) -> str:
 def _entry(task: str, r: dict) -> str:
     """Where the source says it, linking the claim's entry in the ledger."""
     line = f"#L{r['line']}" if r.get("line") else ""
-    text = cell(r["where"]).replace("[", "\\[").replace("]", "\\]")   # "cell [12]" stays text
+    # in short: the ledger entry it links holds it whole; "cell [12]" stays text
+    text = cell(short(r["where"], WHERE)).replace("[", "\\[").replace("]", "\\]")
     return f"[{text}](../../claims/{task}.yaml{line})"
 
 
 def _folded(task: str, r: dict) -> str:
-    """An untested claim or a setting in a line: its id, linked to its ledger entry (which holds
+    """An untested claim or a setting, in a list: its id, linked to its ledger entry (which holds
     the claim, where the source says it, its number and why it is untested), and the run sets
     that judged it beside, each with its verdict and its measurement in short."""
     from arithrepro.findings.base import verdict_word
@@ -464,9 +503,8 @@ def _folded(task: str, r: dict) -> str:
     beside = "; ".join(f"{_set_name(j)}: {verdict_word(j)}"
                        + (f", {short(j['ours'], FOLDED)}" if j.get("ours") else "")
                        for j in r.get("judged") or [])
-    beside = f" Beside: {cell(beside)}" if beside else ""
-    return (f"- <a id=\"{r['id']}\"></a>[{r['id']}](../../claims/{task}.yaml{line})"
-            f"{beside}")
+    beside = f" (beside: {cell(beside)})" if beside else ""
+    return f"<a id=\"{r['id']}\"></a>[{r['id']}](../../claims/{task}.yaml{line}){beside}"
 
 
 def _gist(data: dict, task: str, r: dict) -> str:
@@ -505,9 +543,12 @@ def _set_name(j: dict, watched: bool = True) -> str:
 def _ours(r: dict, measured: dict | None = None, tests: str = "") -> str:
     """What the runs measured; a finding's measurement, written whole once on the findings page
     `tests`, in short here and linked to it where it is the one shown there."""
-    why, ours = r.get("why") or "", r.get("ours") or "–"
-    if measured is not None and why.startswith("finding ") and measured.get(why.split()[1]) == ours:
-        return f"{short(ours)} ([all]({tests}#{why.split()[1]}))"
+    ours = r.get("ours") or "–"
+    fid = _as_finding(r, measured) if measured is not None else None
+    if fid:
+        return f"{short(ours)} ([all]({tests}#{fid}))"
+    if tests and len(" ".join(ours.split())) > SHORT:
+        return f"{short(ours)} ([all]({tests}#{r['id']}))"
     return ours
 
 
