@@ -186,15 +186,16 @@ def same_code(checkout: Path) -> None:
                                  "(keep the code unchanged while the jobs run)")
 
 
-def check(kind: str, options: dict[str, str], gpu: bool = False) -> None:
-    """The --slurm options and the scheduler, before anything runs: ValueError in one line."""
+def check(kind: str, options: dict[str, str]) -> None:
+    """The --slurm options and the scheduler, before anything runs (and before sinfo is asked
+    what the cluster has): ValueError in one line."""
     if "cpus_per_task" in options:
         threads = _value(options["cpus_per_task"])
         if not isinstance(threads, int) or threads < 1:
             raise ValueError(f"--slurm cpus_per_task={options['cpus_per_task']}: expected a "
                              "whole number >= 1")
     try:
-        executor(kind, Path(".dvc/tmp/cluster/jobs"), options, 1, gpu, 30)
+        executor(kind, Path(".dvc/tmp/cluster/jobs"), options, 1, False, 30)
     except RuntimeError as err:   # submitit's: no srun here
         raise ValueError(f"--executor {kind}: {err} (submit from a login node of the "
                          "cluster)") from None
@@ -380,8 +381,8 @@ def reproduce(kind: str, targets: tuple[str, ...] = (), ensemble: bool = False, 
               workers_in_process: bool = True, workdir: Path | None = None,
               poll_s: float = 5.0) -> int:
     """`arithrepro repro --executor KIND`: the pipeline (or `targets` and what they need) with
-    its pending training cells as `kind` jobs (`options`: slurm parameters; `gpu`: a GPU per
-    job; `retries`: the times a job is sent again), the rest run here as `arithrepro repro`
+    its pending training cells as `kind` jobs (`options`: slurm parameters, checked by check()
+    first; `gpu`: a GPU per job; `retries`: the times a job is sent again), the rest run here as `arithrepro repro`
     runs it (`at_once` stages, also the local jobs at once); the exit status.
     `projected(training stages)`: their projected seconds, for the jobs' time limits."""
     from dvc.repo import Repo
@@ -415,8 +416,7 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
     if kind == "slurm":   # a node's cores are the scheduler's to give: the params' count, or 1
         fixed = (cpu or {}).get("threads")
         threads = fixed if isinstance(fixed, int) else 1
-    check(kind, options or {}, gpu)
-    if options and "cpus_per_task" in options:
+    if options and "cpus_per_task" in options:   # checked, with the scheduler: check()
         threads = _value(options["cpus_per_task"])
     env = thread_env(cpu, threads)
     names, upstream, pending, cmds = plan(targets)

@@ -92,7 +92,7 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
     if executor:
         from arithrepro import cluster
 
-        cluster.check(executor, options)   # before sinfo is asked what the cluster has
+        cluster.check(executor, options)
         gpu_jobs = cluster.wants_gpu(executor, device, here, options.get("partition"))
     else:
         gpu_jobs = False

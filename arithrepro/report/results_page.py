@@ -30,12 +30,12 @@ def pages(data: dict, figures: dict) -> dict[str, str]:
     for task, t in data["tasks"].items():
         out[f"results/{task}.md"] = detail(data, task, t, figures.get(task, []))
         out[f"results/{task}-findings.md"] = findings_page(task, t.get("findings", []),
-                                                           data["profile"], _long(t),
+                                                           data["profile"], _own_sections(t),
                                                            seeds_table(t))
     return out
 
 
-def _long(t: dict) -> list[dict]:
+def _own_sections(t: dict) -> list[dict]:
     """The tested claims whose measurement is not a finding's section already (measured against
     the source's own numbers, or a finding as another run set than the page's profile measured
     it): each a section of its own on the findings page, its cells whole there."""
@@ -68,8 +68,9 @@ def summary(data: dict) -> str:
         lines += ["## The tested claims", "",
                   "| claim | source | the source's number | ours | verdict | judged | detail |",
                   "|---|---|---|---|---|---|---|"]
-        lines += [f"| {cell(short(r['claim'], CLAIM))} | {task} | {cell(short(r['source'], BRIEF))} | "
-                  f"{cell(short(_ours(r), BRIEF))} | {_word(r)} | {_class_short(r)} | "
+        lines += [f"| {cell(short(r['claim'], CLAIM))} | {task} | "
+                  f"{cell(short(r['source'], BRIEF))} | {cell(short(_ours(r), BRIEF))} | "
+                  f"{_word(r)} | {_class_short(r)} | "
                   f"[{r['id']}](results/{task}.md#{r['id']}) |" for task, r in tested]
         lines.append("")
     checks = [(task, r) for task, t in data["tasks"].items() for r in _ledger(t)
@@ -307,8 +308,9 @@ def findings_page(task: str, findings: list[dict], profile: str,
     if rows:
         lines += ["## Claims measured on their deciding run set", "",
                   "Each claim's measurement whole, as the run set that decides it measured it "
-                  f"(against the source's own numbers, or a finding on another run set than the "
-                  f"{profile} profile); its verdict and rule are on [the source's page]({task}.md).",
+                  "(against the source's own numbers, or a finding on another run set than the "
+                  f"{profile} profile); its verdict and rule are on "
+                  f"[the source's page]({task}.md).",
                   ""]
     for r in rows:
         parts, after = measured_parts(r.get("ours") or "–")
@@ -377,11 +379,10 @@ def ledger_section(task: str, ledger: dict | None, findings: list[dict]) -> list
         lines += ["| claim | in the source (linking its ledger entry) | the source's number | ours "
                   "| verdict | run sets |",
                   "|---|---|---|---|---|---|"]
-        whole = {r["id"] for r in _long({"ledger": ledger, "findings": findings})}
         lines += [f"| <a id=\"{r['id']}\"></a>{cell(short(r['claim'], ROW_CLAIM))} | "
                   f"{_entry(task, r)} | {cell(short(r['source'], BRIEF))} | "
                   f"{cell(_ours(r, measured, tests))} | "
-                  f"{cell(verdict_cell(r, notes | checks, tests, r['id'] in whole))} | "
+                  f"{cell(verdict_cell(r, notes | checks, tests, not _as_finding(r, measured)))} | "
                   f"{cell(runs_cell(r))} |"
                   for r in judged]
         if notes:
