@@ -17,7 +17,7 @@ metrics/bench.md and plots/bench/grid.png.
 
 from __future__ import annotations
 
-from arithrepro.runs import Run
+from arithrepro.runs import Config, Run
 from arithrepro.schema import Map, ParamsError, integer, list_of
 
 HOME = "bench"
@@ -61,11 +61,17 @@ def pairs() -> list[tuple[str, str]]:
     return [(t, m) for t, task in GRID_TASKS.items() for m in cross_models(task)]
 
 
-def runs(task, params: dict) -> list[Run]:
-    """The benchmark's runs of `task` these params ask for (none while bench.seeds is empty);
-    like Task.runs, given params read through `params_reads.unrecorded`."""
+def configs(task, params: dict) -> list[Config]:
+    """The benchmark's configurations of `task` these params ask for (each model across at its
+    bench.sizes size, over bench.seeds: none while bench.seeds is empty); like Task.configs,
+    given params read through `params_reads.unrecorded`."""
     from arithrepro.tasks.registry import cross_models
 
     b = params["bench"]
-    return [Run(task.name, m, b["sizes"][m], seed, home=HOME)
-            for m in cross_models(task) for seed in b["seeds"]]
+    return [task.config(params, m, b["sizes"][m], HOME, seeds=b["seeds"])
+            for m in cross_models(task)] if b["seeds"] else []
+
+
+def runs(task, params: dict) -> list[Run]:
+    """The benchmark's runs of `task`, in dvc.yaml's order."""
+    return [run for c in configs(task, params) for run in c.runs]

@@ -128,7 +128,7 @@ def step_rows(params: dict, rounds: int, warmup: int, timed: int) -> list[dict]:
     from arithrepro.config import resolve_graphs
     from arithrepro.models.registry import spec_of
     from arithrepro.projection import placement
-    from arithrepro.runs import Placement, Run, build
+    from arithrepro.runs import Placement, build
     from arithrepro.tasks.charlm import TASK
 
     device, precisions = placement(params)
@@ -138,7 +138,7 @@ def step_rows(params: dict, rounds: int, warmup: int, timed: int) -> list[dict]:
     configs = []
     for name, arch in m["architectures"].items():
         for schedule in m["schedules"]:
-            run = Run("charlm", name, schedule, m["seeds"][0])
+            run = TASK.config(params, name, schedule, seeds=m["seeds"][:1]).runs[0]
             for path in ("fused", "written-out") if arch["model"] == "nanogpt" else ("",):
                 built = build(TASK, run, params, where, trial=True)
                 if path == "written-out":

@@ -16,8 +16,8 @@ from arithrepro.estimate import Projection, Timing, time_steps, validations
 
 @dataclass
 class Shape:
-    """Runs that differ in their seed only: `build()` -> the first of them (runs.Built) on data
-    made in memory."""
+    """A configuration's runs (those `keep` kept): `build()` -> the first of them (runs.Built)
+    on data made in memory."""
     task: str
     label: str
     runs: list          # runs.Run
@@ -46,15 +46,13 @@ def shapes(params: dict, tasks, keep: Callable = lambda run: True) -> Iterator[S
         task = TASKS[name]
         where = Placement(device, precisions[name], params["compile"],
                           resolve_graphs(params["graphs"], device, precisions[name]))
-        groups = {}
-        for run in [*task.runs(params), *(bench.runs(task, params) if task.grid else [])]:
-            if keep(run):
-                groups.setdefault((run.home, run.group, run.model, run.label), []).append(run)
-        for runs in groups.values():
-            run = runs[0]
-            yield Shape(name, f"{run.model}-{run.label}" + (" (bench)" if run.home else ""),
-                        runs, lambda run=run, task=task, where=where:
-                        build(task, run, params, where, trial=True))
+        for config in [*task.configs(params),
+                       *(bench.configs(task, params) if task.grid else [])]:
+            runs = [run for run in config.runs if keep(run)]
+            if runs:
+                yield Shape(name, config.name + (" (bench)" if config.home else ""), runs,
+                            lambda run=runs[0], task=task, where=where:
+                            build(task, run, params, where, trial=True))
 
 
 def project(params: dict, tasks, warmup: int, steps: int, keep: Callable = lambda run: True,

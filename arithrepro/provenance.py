@@ -20,8 +20,10 @@ from pathlib import Path
 
 # The distributions a run's numbers can depend on (pyproject.toml's dependencies that compute).
 LIBRARIES = ("torch", "numpy", "torch-optimizer", "torchtune", "torchao", "datasets", "pandas", "dvc")
-# Files the pipeline itself rewrites while it runs: a change there says nothing about the code.
-NOT_CODE = (":(exclude)dvc.lock", ":(exclude,glob)**/.gitignore")
+# Files the pipeline itself rewrites while it runs, and params.yaml (`dvc exp run -S` and
+# compose-params rewrite it; what a run read of it is hashed beside, params_sha256): a change
+# there says nothing about the code.
+NOT_CODE = (":(exclude)dvc.lock", ":(exclude,glob)**/.gitignore", ":(exclude)params.yaml")
 
 
 def provenance(params: dict, *, device: str, precision: str, compiled: bool | str = False,

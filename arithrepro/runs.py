@@ -1,10 +1,11 @@
 """One training run of any task, from params to record, the same way for all of them.
 
-A task lists the runs its params ask for (`Task.runs(params)`: a `Run` each, in dvc.yaml's
-order; a run is one cell of a DVC matrix stage named by `Run.name`). `build` (below) makes one
-ready to train on a device from what the task says of it (its data, architecture and loop);
-arithrepro/runner.py trains it and writes its records. Where a run's files live is said once,
-by `Files`; nothing else spells a run's paths.
+A task says what its params ask for as a list of configurations (`Task.configs(params)`: a
+`Config` each, in dvc.yaml's order): one model at one size with every setting its training
+reads, trained over its seeds. A run is a configuration at one seed (`Run`), one cell of a DVC
+matrix stage named by `Run.name`. `build` (below) makes a run ready to train on a device from its
+configuration and the task's data for it; arithrepro/runner.py trains it and writes its records.
+Where a run's files live is said once, by `Files`; nothing else spells a run's paths.
 """
 
 from __future__ import annotations
@@ -89,16 +90,97 @@ class Files:
         return PLOTS / self.task / "curves" / self.group / f"{self.name}.csv"
 
 
+class Frozen(dict):
+    """A mapping that cannot change (a Config's values): nested mappings frozen too, lists
+    kept as tuples. `thaw` gives plain dicts and lists back (what model.pt and records hold)."""
+
+    def __init__(self, values=()):
+        super().__init__((k, freeze(v)) for k, v in dict(values).items())
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("a configuration's values do not change; build another Config")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def __hash__(self):
+        import json
+
+        return hash(json.dumps(thaw(self), sort_keys=True, default=str))
+
+    def __reduce__(self):
+        return Frozen, (thaw(self),)
+
+
+def freeze(value):
+    if isinstance(value, dict) and not isinstance(value, Frozen):
+        return Frozen(value)
+    if isinstance(value, list):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value):
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Config:
+    """One model at one size with every setting its training reads, trained over `seeds`: what a
+    task's params ask for (`Task.configs`), the unit the scheduler, the cluster executor, the
+    projection, the tables and the findings key on (`name`).
+
+    architecture: what model.pt stores beside the weights and the model builder's arguments
+      ({model: the registry's, size, dropout, dims, and form where the model meets the task
+      through an adapter, or the vocabulary the task decodes with}), but what its data decides
+      (`Data.architecture`: charlm's vocabulary);
+    loop: train/config.py's TrainConfig fields but the seed, the placement's and what its data
+      decides (`Data.loop`: modular's first scored position);
+    settings: the params blocks its result depends on as the params name them (its model's, its
+      data's, its budget's): provenance hashes them, dvclive's params.yaml shows them and a
+      checkpoint resumes only under them.
+    Printing a task's configs shows its grid; what changes a step's shapes is the architecture
+    and the loop's batch size (projection._shape_key)."""
+    task: str
+    model: str        # the name its runs are filed under (a key of <task>.models or a registry model)
+    label: str        # what distinguishes it besides the model: a size, a study's swept values,
+                      # a schedule (the records' `size` column)
+    seeds: tuple = ()
+    architecture: Frozen = field(default_factory=Frozen, hash=False, repr=False)
+    loop: Frozen = field(default_factory=Frozen, hash=False, repr=False)
+    settings: Frozen = field(default_factory=Frozen, hash=False, repr=False)
+    group: str = ""   # a folder between the task and the run (modular: the study)
+    home: str = ""    # "bench": a benchmark configuration (arithrepro/bench.py)
+    key: tuple = field(default=(), compare=False, repr=False)  # what Task.config builds it from
+
+    def __post_init__(self):
+        for name in ("architecture", "loop", "settings"):
+            object.__setattr__(self, name, freeze(dict(getattr(self, name))))
+        object.__setattr__(self, "seeds", tuple(self.seeds))
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}-{self.label}"
+
+    @property
+    def runs(self) -> list["Run"]:
+        return [Run(self, seed) for seed in self.seeds]
+
+
 @dataclass(frozen=True)
 class Run:
-    task: str
-    model: str        # the name the run is filed under (a key of <task>.models or a registry model)
-    label: str        # what distinguishes it besides model and seed: a size, a study's swept
-                      # values, a schedule (the records' `size` column)
+    """A configuration at one seed: one cell of a train stage."""
+    config: Config
     seed: int
-    group: str = ""   # a folder between the task and the run (modular: the study)
-    swept: dict = field(default_factory=dict, compare=False)  # a study's swept values (modular)
-    home: str = ""    # "bench": a benchmark run (arithrepro/bench.py)
+
+    task = property(lambda self: self.config.task)
+    model = property(lambda self: self.config.model)
+    label = property(lambda self: self.config.label)
+    group = property(lambda self: self.config.group)
+    home = property(lambda self: self.config.home)
 
     @property
     def name(self) -> str:
@@ -126,12 +208,14 @@ class Placement:
 class Data:
     """What a task gives a run to train on (`Task.data`): the batches, the validation set (a
     (make_batch, n) pair the loop scores, or the task's own evaluation called with the model),
-    what the task's architecture and loop need of the data (`facts`: the corpus's vocabulary,
-    the first scored position), the files it was read from (their bytes are part of the
+    what the data decides of the architecture and the loop (`architecture`: charlm's
+    vocabulary and its size, merged into the configuration's, `dims` field by field; `loop`:
+    modular's first scored position), the files it was read from (their bytes are part of the
     resume fingerprint) and what else the run's record notes of it (`notes`)."""
     batches: object
     valid: object
-    facts: dict = field(default_factory=dict)
+    architecture: dict = field(default_factory=dict)
+    loop: dict = field(default_factory=dict)
     files: list = field(default_factory=list)
     notes: dict = field(default_factory=dict)
 
@@ -148,14 +232,29 @@ class Built:
     read: dict
 
 
-def configure(task, run: Run, params: dict, where: Placement, data: Data | None = None):
-    """(architecture, TrainConfig) of `run`: the one place a run's loop settings are made, for
-    every task. `data`: the run's (a grid task's settings need none)."""
+def configure(run: Run, where: Placement, data: Data | None = None):
+    """(architecture, TrainConfig) of `run` on `where`: its configuration's, with what its data
+    decides (`data`; a grid task's decides nothing); the one place a run's loop settings are
+    made, for every task."""
     from arithrepro.train.config import TrainConfig
 
-    cfg = TrainConfig(**task.loop(run, params, data), seed=run.seed, precision=where.precision,
-                      compile=where.compile, graphs=where.graphs)
-    return task.architecture(run, params, data), cfg
+    c = run.config
+    extra = data.architecture if data is not None else {}
+    arch = thaw(c.architecture)
+    arch.update({k: v for k, v in extra.items() if k != "dims"})
+    arch["dims"] = {**arch.get("dims", {}), **extra.get("dims", {})}
+    loop = {**thaw(c.loop), **(data.loop if data is not None else {})}
+    cfg = TrainConfig(**loop, seed=run.seed, precision=where.precision, compile=where.compile,
+                      graphs=where.graphs)
+    return arch, cfg
+
+
+def reads(run: Run, arch: dict) -> dict:
+    """The params `run`'s result depends on (provenance, dvclive's params, the resume
+    fingerprint): its configuration's settings, architecture and loop, and its seed."""
+    c = run.config
+    return {"config": c.name, "architecture": arch, "loop": thaw(c.loop),
+            "settings": thaw(c.settings), "seed": run.seed}
 
 
 def build(task, run: Run, params: dict, where: Placement, trial: bool = False) -> Built:
@@ -167,22 +266,28 @@ def build(task, run: Run, params: dict, where: Placement, trial: bool = False) -
     from arithrepro.models.registry import build_model
 
     data = task.data(run, params, where.device, trial)
-    arch, cfg = configure(task, run, params, where, data)
+    arch, cfg = configure(run, where, data)
     torch.manual_seed(run.seed)   # the model's initialization, after the data's draws
     net = build_model(arch["model"], arch["size"], dropout=arch["dropout"], form=arch.get("form"),
                       **arch["dims"])
-    return Built(net.to(where.device), arch, data, cfg, task.reads(run, params, arch, cfg))
+    return Built(net.to(where.device), arch, data, cfg, reads(run, arch))
 
 
-def find(task, params: dict, name: str, among: list[Run] | None = None) -> Run:
-    """The run of `task` called `name` among `among` (the benchmark's runs of it), else among
-    the task's own runs in these params (ParamsError naming the ones there are: the name is
-    the caller's input, refused as the params are)."""
-    runs = {r.name: r for r in (task.runs(params) if among is None else among)}
+def find(task, params: dict, name: str, among: list[Config] | None = None) -> Run:
+    """The run of `task` called `name` among the configurations `among` (the benchmark's of
+    it), else among the task's own in these params (ParamsError naming the ones there are: the
+    name is the caller's input, refused as the params are). Listing them reads nothing of the
+    params; the one found is built again from them, so that what it reads is recorded
+    (params_reads) as the stage's reads."""
+    from arithrepro.params_reads import unrecorded
+
+    listed = task.configs(unrecorded(params)) if among is None else among
+    runs = {r.name: r for c in listed for r in c.runs}
     if name not in runs:
         shown = ", ".join(list(runs)[:12]) + (", ..." if len(runs) > 12 else "") or "none"
         what = "a run" if among is None else "a benchmark run"
         from arithrepro.schema import ParamsError
 
         raise ParamsError(f"run {name}: not {what} of {task.name} in these params ({shown})")
-    return runs[name]
+    found = runs[name]
+    return Run(task.config(params, *found.config.key, seeds=found.config.seeds), found.seed)

@@ -29,14 +29,14 @@ def _timed(build, cfg, warmup: int, timed: int):
 def bench_compile(params: dict, device: str, warmup: int = 3, timed: int = 10) -> None:
     from arithrepro.models.registry import build_model
 
-    from arithrepro.runs import Placement, Run, configure
+    from arithrepro.runs import Placement, configure
     from arithrepro.tasks.registry import TASKS
 
     params = {**params, "profile": "cpu"}
     print(f"torch.compile vs eager on {device}: {warmup} warm-up steps, then {timed} timed")
     for task, model, size in CELLS:
-        arch, cfg = configure(TASKS[task], Run(task, model, size, 0), params,
-                             Placement(device, "fp32", params["compile"]))
+        arch, cfg = configure(TASKS[task].config(params, model, size, seeds=(0,)).runs[0],
+                              Placement(device, "fp32", params["compile"]))
 
         def build():
             torch.manual_seed(0)

@@ -108,13 +108,13 @@ def loop_step(params, model: str, size: str, batch: int, repeats: int) -> float:
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import MODELS, build_model
 
-    from arithrepro.runs import Placement, Run, configure
+    from arithrepro.runs import Placement, configure
     from arithrepro.tasks.registry import TASKS
 
     p = {**params, "expr": {**params["expr"], "train": {**params["expr"]["train"],
                                                         "batch_size": batch}}}
-    arch, cfg = configure(TASKS["expr"], Run("expr", model, size, 0), p,
-                         Placement("cpu", "fp32", p["compile"]))
+    arch, cfg = configure(TASKS["expr"].config(p, model, size, seeds=(0,)).runs[0],
+                          Placement("cpu", "fp32", p["compile"]))
     torch.manual_seed(0)
     net = build_model(model, arch["size"], dropout=arch["dropout"], form=arch.get("form"),
                       **arch["dims"])

@@ -27,7 +27,7 @@ def charlm_sample(params_path: str) -> None:
     from arithrepro.io import write_text
     from arithrepro.models.registry import MODELS, load_model
     from arithrepro.report.plotting import STYLE, attention_grid, pyplot, save
-    from arithrepro.tasks.charlm import draw_sample, read_corpus, run_arch, runs
+    from arithrepro.tasks.charlm import TASK, draw_sample, read_corpus
 
     params = config.load(params_path)
     m = params["charlm"]
@@ -36,7 +36,7 @@ def charlm_sample(params_path: str) -> None:
     if s["prompt"] is not None:                                   # both checked before any work
         vocab.encode(s["prompt"], "charlm.sample.prompt")
     tokens_a = vocab.encode(prompt_a, "charlm.attention.prompt")
-    todo = runs(params)
+    todo = TASK.runs(params)
     models = {}
     for run in todo:
         path = run.files.model
@@ -50,7 +50,7 @@ def charlm_sample(params_path: str) -> None:
     figures = []
     for run in todo:
         net = models[run.name].eval()
-        model = run_arch(params, run)[0]
+        model = run.config.architecture["model"]
         prompt, drawn, rule = draw_sample(net, run, params, vocab)
         lines.append(f"## {run.name}\n\n{rule_line(rule, s, len(prompt), len(drawn))}\n\n"
                      f"```text\n{vocab.decode(prompt)}{vocab.decode(drawn)}\n```\n")

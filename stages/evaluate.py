@@ -47,7 +47,7 @@ def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
     cpu.apply(params["cpu"])
     config.grid_task(task)
     t = TASKS[task]
-    among = benchmark.runs(t, unrecorded(params)) if bench else None
+    among = benchmark.configs(t, unrecorded(params)) if bench else None
     run = runs.find(t, unrecorded(params), name, among)
     files = run.files
     net, _ = load_model(_trained(files.model))

@@ -33,11 +33,12 @@ def modular_attention(params_path: str) -> None:
     from arithrepro.models.registry import load_model
     from arithrepro.report.plotting import STYLE, attention_grid, pyplot, save
     from arithrepro.params_reads import unrecorded
-    from arithrepro.tasks.modular import encode, run_config, study_runs
+    from arithrepro.tasks.modular import TASK, encode, settings
 
     params = config.load(params_path)
     a = params["modular"]["attention"]
-    runs = [r for r in study_runs(unrecorded(params), a["study"]) if r.model == a["model"]]
+    runs = [r for c in TASK.configs(unrecorded(params))
+            if c.group == a["study"] and c.model == a["model"] for r in c.runs]
     if not runs:
         raise config.ParamsError(f"modular.attention.model = {a['model']!r}: no such run in the "
                                  f"{a['study']} study")
@@ -55,7 +56,11 @@ def modular_attention(params_path: str) -> None:
     net, saved = load_model(best.files.model, ("vocab",))
     net.eval()
     vocab = saved["vocab"]
-    c = run_config(params, best)
+
+    def config_of(run):   # read from the recorded params: the study's base and set
+        return settings(params, run.group, run.config.key[2])
+
+    c = config_of(best)
     out_dir = PLOTS / "modular" / "attention"
     shutil.rmtree(out_dir, ignore_errors=True)
     plt = pyplot()
@@ -78,7 +83,7 @@ def modular_attention(params_path: str) -> None:
                                  out_dir / f"sample{i + 1}.png"))
     write_json(out_dir / "measures.json",
                {"study": a["study"], "model": a["model"],
-                **measures(runs, records, a["samples"], lambda run: run_config(params, run),
+                **measures(runs, records, a["samples"], config_of,
                            {best.name: net})})
     done(f"modular-attention: {len(written)} figures of {best.name} and the measures of "
          f"{len(runs)} runs -> {out_dir}")

@@ -41,8 +41,8 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     cpu.apply(params["cpu"])
     config.known_task(task)
     t = TASKS[task]
-    among = benchmark.runs(t, unrecorded(params)) if bench else None
-    todo = [runs.find(t, unrecorded(params), name, among) for name in names]
+    among = benchmark.configs(t, unrecorded(params)) if bench else None
+    todo = [runs.find(t, params, name, among) for name in names]
     if len(set(names)) < len(names):
         raise ValueError(f"runs {' '.join(names)}: a run named twice")
     device, precision = config.placement(params, task)

@@ -17,6 +17,7 @@ from arithrepro import config
 from arithrepro.cost import formulas, measure
 from tests.helpers import overridden
 from arithrepro.models.registry import MODELS
+from arithrepro.runs import thaw
 from arithrepro.tasks import charlm
 from arithrepro.tasks.charlm import (Chunks, Vocab, arithmetic_text, build_corpus, chunk, file_text,
                                      split, tinystories_text)
@@ -247,7 +248,7 @@ def _params(**charlm_over):
     ({"models": ["rnn", "rnn"]}, r"charlm.models = \['rnn', 'rnn'\]: expected a list without repeats"),
     ({"schedule": {"s20": {"steps": 0}}}, r"charlm.schedule.s20.steps = 0"),
     ({"attention": {"prompt": "x" * 30}, "schedules": ["s20"], "models": ["transformer-1"]},
-     "charlm.attention.prompt: 30 characters, longer than transformer-1-s20-0's block of 20"),
+     "charlm.attention.prompt: 30 characters, longer than transformer-1-s20's block of 20"),
     ({"corpus": {"source": "file"}}, "charlm.corpus.path: missing"),
     ({"architectures": {"gru": {"model": "lstm"}}}, "charlm.architectures.gru.model = 'lstm'"),
     ({"architectures": {"transformer-1": {"heads": 3}}},
@@ -277,7 +278,7 @@ def test_the_paper_profile_is_the_source_on_tinystories():
     params = config.compose(["profile=paper"])
     m = params["charlm"]
     assert m["corpus"]["source"] == "tinystories" and m["corpus"]["chars"] == 10_000_000
-    runs = charlm.runs(params)
+    runs = charlm.TASK.runs(params)
     assert [r.name for r in runs][:4] == ["rnn-s20-0", "rnn-s20-1", "rnn-s20-2", "rnn-s100-0"]
     assert len(runs) == 8 * 2 * 3 and str(runs[0].files.dir) == "runs/charlm/rnn-s20-0"
     assert {tuple(m["schedule"][r.label].values()) for r in runs} == {(20, 2000), (100, 3000)}
@@ -317,8 +318,8 @@ def _sample_params(models, **sample):
 
 
 def _untrained(params, run, vocab_size):
-    model, size = charlm.run_arch(params, run)
-    block = params["charlm"]["schedule"][run.label]["seq_length"]
+    model, size = run.config.architecture["model"], thaw(run.config.architecture["size"])
+    block = run.config.architecture["dims"]["max_len"]
     torch.manual_seed(run.seed)
     return MODELS[model].build(size, dropout=0.0, vocab_size=vocab_size, max_len=block,
                                pad_id=-1).eval()
@@ -330,7 +331,7 @@ def test_a_random_start_token_from_the_seed_and_the_sources_lengths():
     source's length=100) and 100 for a transformer (max_new_tokens=100)."""
     vocab = Vocab([chr(32 + i) for i in range(40)])
     params = _sample_params(["rnn", "transformer-1"], chars=None, prompt=None, seed=7)
-    rnn, gpt = charlm.runs(params)
+    rnn, gpt = charlm.TASK.runs(params)
     got = {}
     for run in (rnn, gpt):
         net = _untrained(params, run, vocab.size)
@@ -352,7 +353,7 @@ def test_a_random_start_token_from_the_seed_and_the_sources_lengths():
 def test_a_string_prompt_and_a_set_length_still_serve():
     vocab = Vocab.of("the cat sat on a mat")
     params = _sample_params(["gru"], prompt="the cat", chars=12)
-    (run,) = charlm.runs(params)
+    (run,) = charlm.TASK.runs(params)
     prompt, drawn, rule = charlm.draw_sample(_untrained(params, run, vocab.size), run, params,
                                              vocab)
     assert vocab.decode(prompt) == "the cat" and len(drawn) == 12 and rule == "greedy"
@@ -366,7 +367,7 @@ def test_the_greedy_rule_is_argmax_decoding(model):
 
     vocab = Vocab([chr(65 + i) for i in range(13)])
     params = _sample_params([model], prompt="ABC", chars=12, rule={model: "greedy"})
-    (run,) = charlm.runs(params)
+    (run,) = charlm.TASK.runs(params)
     net = _untrained(params, run, vocab.size)
     prompt, drawn, rule = charlm.draw_sample(net, run, params, vocab)
     want = greedy_decode(net, prompt.view(1, -1), torch.tensor([3]), 12, stop_id=-1)[0]
@@ -400,8 +401,8 @@ def test_the_sample_stage_writes_each_runs_rule(tmp_path, models):
     os.chdir(tmp_path)
     try:
         _, vocab, _ = charlm.read_corpus(Path("data/charlm"))
-        for run in charlm.runs(params):
-            model, size = charlm.run_arch(params, run)
+        for run in charlm.TASK.runs(params):
+            model, size = run.config.architecture["model"], thaw(run.config.architecture["size"])
             net = _untrained(params, run, vocab.size)
             run.files.dir.mkdir(parents=True)
             torch.save({"model": model, "size": size, "dropout": 0.0,

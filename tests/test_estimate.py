@@ -126,11 +126,11 @@ def test_estimate_refuses_an_unknown_profile():
 def test_grid_cells_are_timed_with_their_own_loop_config(smoke_params):
     """The estimate builds a run through the train stage's own runs.configure: its optimizer and
     progressive loss, and the stream task's own batches."""
-    from arithrepro.runs import Placement, Run, configure
+    from arithrepro.runs import Placement, configure
 
     params = smoke_params
-    arch, cfg = configure(TASKS["abacus"], Run("abacus", "abacus", "l2r2", 0), params,
-                         Placement("cpu", "fp32", False))
+    run = TASKS["abacus"].config(params, "abacus", "l2r2", seeds=(0,)).runs[0]
+    arch, cfg = configure(run, Placement("cpu", "fp32", False))
     assert cfg.progressive and cfg.optimizer == params["abacus"]["train"]["optimizer"]
     assert arch["dims"] == TASKS["abacus"].dims(params)
     batches = TASKS["abacus"].sample_batches(params, 0, "cpu")

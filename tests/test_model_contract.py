@@ -435,8 +435,8 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     # the expr task, as the train and evaluate stages run a cell
     params, data_dir = tiny_expr
     task = TASKS["expr"]
-    arch, cfg = configure(task, Run("expr", "toy", "small", 0), params,
-                         Placement("cpu", "fp32", False))
+    arch, cfg = configure(task.config(params, "toy", "small", seeds=(0,)).runs[0],
+                          Placement("cpu", "fp32", False))
     assert arch["size"] == tiny and arch["dims"] == task.dims(params)
     batches = task.train_batches(params, data_dir, 0, "cpu")
     valid = task.valid_set(params, data_dir, "cpu")

@@ -11,10 +11,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arithrepro import config
-from arithrepro.tasks.modular import (Vocab, curve_metrics, encode, first_scored, inputs_targets,
-                                      run_config, score, sequences, split, study_runs)
+from arithrepro.runs import thaw
+from arithrepro.tasks.modular import (TASK, Vocab, curve_metrics, encode, first_scored,
+                                      inputs_targets, score, sequences, split)
 
 PRIMES = [2, 3, 5, 7, 11, 13]
+
+
+def study_runs(params, study):
+    """A study's runs, in dvc.yaml's order."""
+    return [r for c in TASK.configs(params) if c.group == study for r in c.runs]
+
+
+def run_config(params, run):
+    """A run's settings: the base, its study's `set`, its swept values."""
+    return thaw(run.config.settings)
 
 
 def reference(xs, p, op):

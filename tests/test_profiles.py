@@ -125,13 +125,13 @@ def test_dvc_lists_the_paper_cells(tmp_path):
     ("cpu", "looped", ("adam", "linear", 0.02, 0.0, True)),
 ])
 def test_each_profile_trains_with_its_stated_loop(profile, task, expected):
-    from arithrepro.runs import Placement, Run, configure
+    from arithrepro.runs import Placement, configure
     from arithrepro.tasks.registry import TASKS
 
     params = config.compose([f"profile={profile}"], ROOT / "conf")
     model = params[task]["models"][-1]
-    _, cfg = configure(TASKS[task], Run(task, model, params[task]["sizes"][0], 0), params,
-                      Placement("cpu", "fp32", False))
+    run = TASKS[task].config(params, model, params[task]["sizes"][0], seeds=(0,)).runs[0]
+    _, cfg = configure(run, Placement("cpu", "fp32", False))
     assert (cfg.optimizer, cfg.schedule, cfg.warmup_frac, cfg.weight_decay,
             cfg.restore_best) == expected
 

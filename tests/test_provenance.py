@@ -79,6 +79,7 @@ def repo(tmp_path: Path) -> Path:
     _git(tmp_path, "init", "-q")
     (tmp_path / "code.py").write_text("x = 1\n")
     (tmp_path / "dvc.lock").write_text("schema: '2.0'\n")
+    (tmp_path / "params.yaml").write_text("profile: cpu\n")
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "commit", "-qm", "first")
     return tmp_path
@@ -99,8 +100,10 @@ def test_a_modified_file_makes_the_tree_dirty(repo):
 
 @needs_git
 def test_the_pipelines_own_files_do_not_make_it_dirty(repo):
-    # dvc.lock and .gitignore files are rewritten by `dvc repro` itself; outputs are untracked
+    # dvc.lock and .gitignore files are rewritten by `dvc repro` itself; outputs are untracked;
+    # params.yaml by `dvc exp run -S` (the params a run read are hashed beside)
     (repo / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    (repo / "params.yaml").write_text("profile: smoke\n")
     (repo / "metrics.json").write_text("{}\n")
     assert _block(root=repo)["dirty"] is False
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from arithrepro import config
-from arithrepro.runs import Files, Placement, Run, build, configure, run_name
+from arithrepro.runs import Config, Files, Placement, Run, build, configure, run_name
 from arithrepro.tasks.registry import TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +37,13 @@ def smoke():
     return config.compose(["profile=smoke"], ROOT / "conf")
 
 
+def swept(run) -> dict:
+    """A modular run's swept values, as its train stage's matrix names them."""
+    from arithrepro.tasks.modular import SWEEPS
+
+    return dict(zip(SWEEPS[run.group], run.config.key[2])) if run.task == "modular" else {}
+
+
 def _filled(text: str, values: dict) -> str:
     return re.sub(r"\$\{item\.(\w+)\}", lambda m: str(values[m.group(1)]), text)
 
@@ -57,7 +64,7 @@ def test_the_train_stage_declares_the_files_its_runs_write(task, smoke):
         found = False
         for stage in trains:
             values = {"model": run.model, "seed": run.seed, "size": run.label,
-                      "schedule": run.label, **run.swept}
+                      "schedule": run.label, **swept(run)}
             try:
                 outs = {_filled(o if isinstance(o, str) else next(iter(o)), values)
                         for o in stage["outs"]}
@@ -68,7 +75,7 @@ def test_the_train_stage_declares_the_files_its_runs_write(task, smoke):
 
 
 def test_a_runs_name_and_folders():
-    run = Run("modular", "gpt-sin", "size.L3d64", 42, group="size")
+    run = Run(Config("modular", "gpt-sin", "size.L3d64", (42,), group="size"), 42)
     assert run.name == run_name("gpt-sin", "size.L3d64", 42) == "gpt-sin-size.L3d64-42"
     f = run.files
     assert f == Files("modular", run.name, "size")
@@ -76,7 +83,7 @@ def test_a_runs_name_and_folders():
         "runs/modular/size/gpt-sin-size.L3d64-42", "model.pt",
         "metrics/modular/runs/size/gpt-sin-size.L3d64-42.json",
         "plots/modular/curves/size/gpt-sin-size.L3d64-42.csv")
-    bench = Run("looped", "gpt", "small", 0, home="bench").files
+    bench = Run(Config("looped", "gpt", "small", home="bench"), 0).files
     assert (bench.dir.as_posix(), bench.record.as_posix(), bench.evaluation.as_posix()) == (
         "runs/looped/bench/gpt-small-0", "metrics/looped/bench/gpt-small-0.json",
         "plots/looped/bench/gpt-small-0.csv")
@@ -97,7 +104,7 @@ def test_every_task_builds_its_runs_the_same_way(task, smoke):
         assert torch.equal(x, y), k
     assert a.cfg.seed == run.seed and a.cfg.precision == "fp32"
     if t.grid:
-        assert configure(t, run, smoke, where) == (a.arch, a.cfg)
+        assert configure(run, where) == (a.arch, a.cfg)
     x, y, mask = a.data.batches(0)
     assert x.shape[0] == y.shape[0] == mask.shape[0] > 0
 

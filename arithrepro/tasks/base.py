@@ -19,13 +19,13 @@ Optional, for progress bars and `arithrepro estimate`: generate_count, eval_coun
 sample_batches. A `StreamTask` (abacus, looped) draws fresh samples every step: it provides
 train_sampler(params, device) instead of train_batches.
 
-Every task lists its runs, `runs(params)` (arithrepro/runs.py's Run: model, label, seed,
-group; in dvc.yaml's order, each a cell of a train stage), and says how one is built: its
-`data`, `architecture`, `loop` settings and `reads` (runs.build assembles them, the same for
-every task; arithrepro/runner.py trains it); a grid task has all of them already. modular and
-charlm score their runs as they train: they return their records' fields from `record` (and
-modular its curve from `curve`), which the runner writes; their setting is one run's
-configuration, and they build the registry models their TAKES names (`own`).
+Every task says what its params ask for as configurations, `configs(params)` (arithrepro/
+runs.py's Config: a model at a size with its architecture, loop and settings, over its seeds; in
+dvc.yaml's order, each seed a cell of a train stage): it lists them (`listed`) and builds one
+(`config`), and gives a run its `data`. runs.build makes a run from its configuration and its
+data, the same for every task; arithrepro/runner.py trains it. modular and charlm score their
+runs as they train: they return their records' fields from `record` (and modular its curve from
+`curve`), which the runner writes; they build the registry models their TAKES names (`own`).
 
 What a task declares beside its data and scoring, its part of dvc.yaml, what its reports lead
 with and which models it takes, is in tasks/declared.py, defined in the task's module beside
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from arithrepro.models.forms import meeting, refusal
 from arithrepro.models.registry import MODELS
-from arithrepro.runs import Built, Data, Run
+from arithrepro.runs import Built, Config, Data, Run
 from arithrepro.runs import data_dir as data_dir_of
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.train.batches import StreamBatches
@@ -117,32 +117,29 @@ class Task(ABC):
         one setting: the params of a grid task, one run's configuration of the others."""
 
     @abstractmethod
-    def runs(self, params: dict) -> list[Run]:
-        """Every training run these params ask for, in dvc.yaml's order; read through
-        `params_reads.unrecorded`, so listing them reads nothing."""
+    def listed(self, params: dict) -> list[tuple[tuple, tuple]]:
+        """(key, seeds) of every configuration these params ask for, in dvc.yaml's order:
+        `config(params, *key, seeds=seeds)` builds it. Reads only the lists that name them."""
 
-    # How a run is built (runs.build calls these in this order, from the reads its DVC stage
-    # lists; the model is initialized from the run's seed after the data's draws)
+    @abstractmethod
+    def config(self, params: dict, *key, seeds=()) -> Config:
+        """The configuration `key` names (one of `listed`'s), its values read from params."""
+
+    def configs(self, params: dict) -> list[Config]:
+        """Every configuration these params ask for, in dvc.yaml's order. Given params read
+        through `params_reads.unrecorded`, listing them records no read (runs.find builds the
+        one a stage trains again, from the recorded params)."""
+        return [self.config(params, *key, seeds=seeds) for key, seeds in self.listed(params)]
+
+    def runs(self, params: dict) -> list[Run]:
+        """Every training run these params ask for, in dvc.yaml's order."""
+        return [run for c in self.configs(params) for run in c.runs]
+
     @abstractmethod
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
-        """What the run trains and validates on. trial: without the files earlier stages write,
-        on data made in memory with the same shapes (`arithrepro estimate` times runs so)."""
-
-    @abstractmethod
-    def architecture(self, run: Run, params: dict, data: Data | None) -> dict:
-        """What model.pt stores beside the weights, and the builder's arguments: {model (the
-        registry's), size, dropout, dims, and form where the model meets the task through an
-        adapter, or the vocabulary the task decodes with}."""
-
-    @abstractmethod
-    def loop(self, run: Run, params: dict, data: Data | None) -> dict:
-        """The training loop's settings (train/config.py's TrainConfig fields), but the seed
-        and the placement's, which runs.configure adds."""
-
-    @abstractmethod
-    def reads(self, run: Run, params: dict, arch: dict, cfg) -> dict:
-        """The params the run's result depends on (provenance, dvclive's params, the resume
-        fingerprint)."""
+        """What the run trains and validates on, and what the data decides of its architecture
+        and loop. trial: without the files earlier stages write, on data made in memory with
+        the same shapes (`arithrepro estimate` times runs so)."""
 
     def record(self, run: Run, built: Built, result: dict, summary: dict,
                params: dict) -> dict | None:
@@ -179,10 +176,28 @@ class GridTask(Task):
     def evaluate(self, model, params: dict, data_dir: Path, device, progress=None):
         """(metrics, rows): the run record's scores and the per-problem (or per-cell) rows."""
 
-    def runs(self, params: dict) -> list[Run]:
+    def listed(self, params: dict) -> list[tuple[tuple, tuple]]:
         p = params[self.name]
-        return [Run(self.name, model, size, seed)
-                for model in p["models"] for size in p["sizes"] for seed in p["seeds"]]
+        return [((model, size), tuple(p["seeds"])) for model in p["models"] for size in p["sizes"]]
+
+    def config(self, params: dict, model: str, size: str, home: str = "", seeds=()) -> Config:
+        """`model` at `size` under <task>.train and <task>.data, with the model's lr, dropout
+        and micro-batches (models.<model>); home "bench": a benchmark configuration."""
+        m, loop = params["models"][model], params[self.name]["train"]
+        arch = {"model": model, "size": architecture(params, model, size),
+                "dropout": float(m["dropout"]), "dims": self.dims(params),
+                "form": form_for(self, model)}
+        return Config(self.name, model, size, seeds, arch, dict(
+            lr=float(m["lr"]), optimizer=loop["optimizer"], schedule=loop["schedule"],
+            warmup_frac=float(loop["warmup_frac"]), weight_decay=float(loop["weight_decay"]),
+            restore_best=loop["keep"] == "best",
+            # the progressive loss exits a looped block early: only a model whose block loops
+            # (abacus) has exits to train
+            progressive=bool(loop.get("progressive", False)) and MODELS[model].loops,
+            val_every=loop["val_every"], checkpoint_every=loop["checkpoint_every"],
+            eval_batch_size=4 * loop["batch_size"], micro_batches=int(m["micro_batches"])),
+            {"budget": loop, "data": params[self.name]["data"]}, home=home,
+            key=(model, size, home))
 
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
         """The data stage's files; trial: batches made in memory (`sample_batches`), the
@@ -201,32 +216,6 @@ class GridTask(Task):
         x, y, mask = (torch.cat(t) for t in zip(*parts))
         return Data(batches, ((lambda idx: (x[idx % len(x)], y[idx % len(x)], mask[idx % len(x)])),
                               rows))
-
-    def architecture(self, run: Run, params: dict, data: Data | None = None) -> dict:
-        m = params["models"][run.model]
-        return {"model": run.model, "size": architecture(params, run.model, run.label),
-                "dropout": float(m["dropout"]), "dims": self.dims(params),
-                "form": form_for(self, run.model)}
-
-    def loop(self, run: Run, params: dict, data: Data | None = None) -> dict:
-        """<task>.train, and the model's lr and micro-batches."""
-        loop = params[self.name]["train"]
-        m = params["models"][run.model]
-        return dict(lr=float(m["lr"]), optimizer=loop["optimizer"], schedule=loop["schedule"],
-                    warmup_frac=float(loop["warmup_frac"]),
-                    weight_decay=float(loop["weight_decay"]), restore_best=loop["keep"] == "best",
-                    # the progressive loss exits a looped block early: only a model whose
-                    # block loops (abacus) has exits to train
-                    progressive=bool(loop.get("progressive", False)) and MODELS[run.model].loops,
-                    val_every=loop["val_every"], checkpoint_every=loop["checkpoint_every"],
-                    eval_batch_size=4 * loop["batch_size"], micro_batches=int(m["micro_batches"]))
-
-    def reads(self, run: Run, params: dict, arch: dict, cfg) -> dict:
-        """The model, the loop, its budget (batch size, epochs or steps) and the data."""
-        from dataclasses import asdict
-
-        return {"arch": arch, "loop": asdict(cfg), "budget": params[self.name]["train"],
-                "data": params[self.name]["data"]}
 
     def generate_count(self, params: dict) -> int | None:
         """Problems generate() writes (a progress bar's total; None: unknown)."""

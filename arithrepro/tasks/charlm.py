@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arithrepro.models.registry import MODELS
-from arithrepro.runs import Built, Data, Run, data_dir, runs_dir
+from arithrepro.runs import Built, Config, Data, Run, data_dir, runs_dir
 from arithrepro.schema import (ParamsError, check_schema, choice, fail, integer, list_of,
                                number)
 from arithrepro.tasks.base import Task
@@ -262,20 +262,6 @@ class Chunks:
 
 # --- runs and params -----------------------------------------------------------------------
 
-def runs(params: dict) -> list[Run]:
-    """models x schedules x seeds, in dvc.yaml's order (train-charlm); a run's label is its
-    schedule's name."""
-    m = params["charlm"]
-    return [Run("charlm", name, schedule, seed)
-            for name in m["models"] for schedule in m["schedules"] for seed in m["seeds"]]
-
-
-def run_arch(params: dict, run: Run) -> tuple[str, dict]:
-    """(the registry's model, its architecture fields) of a run."""
-    arch = params["charlm"]["architectures"][run.model]
-    return arch["model"], {k: v for k, v in arch.items() if k != "model"}
-
-
 # The character LMs an architecture of charlm.architectures builds (each with a cost formula)
 OWN_MODELS = ("rnn", "gru", "nanogpt")
 
@@ -368,63 +354,63 @@ class CharLMTask(Task):
                 raise ParamsError(f"charlm.sample.rule.{name}: not one of charlm.architectures "
                                   f"({', '.join(m['architectures'])})")
         prompt = m["attention"]["prompt"]
-        for r in runs(params):
-            block = m["schedule"][r.label]["seq_length"]
-            if MODELS[run_arch(params, r)[0]].context == "max_len" and len(prompt) > block:
+        for c in TASK.configs(params):
+            block = c.settings["schedule"]["seq_length"]
+            if MODELS[c.architecture["model"]].context == "max_len" and len(prompt) > block:
                 raise ParamsError(f"charlm.attention.prompt: {len(prompt)} characters, longer "
-                                  f"than {r.name}'s block of {block}")
+                                  f"than {c.name}'s block of {block}")
 
     def dims(self, setting: dict) -> dict:
         """setting: {vocab_size: the corpus's, seq_length: the run's}."""
         return {"vocab_size": setting["vocab_size"], "max_len": setting["seq_length"],
                 "pad_id": -1}  # no padding
 
-    def runs(self, params: dict) -> list[Run]:
-        return runs(params)
+    def listed(self, params: dict) -> list[tuple[tuple, tuple]]:
+        """models x schedules, in dvc.yaml's order (train-charlm); a configuration's label is
+        its schedule's name."""
+        m = params["charlm"]
+        return [((name, schedule), tuple(m["seeds"]))
+                for name in m["models"] for schedule in m["schedules"]]
+
+    def config(self, params: dict, name: str, schedule: str, seeds=()) -> Config:
+        """Architecture `name` (charlm.architectures) on `schedule`: the source's Adam at a
+        constant rate, the last state kept; the corpus decides the vocabulary (`data`)."""
+        m = params["charlm"]
+        arch = dict(m["architectures"][name])
+        model = arch.pop("model")
+        sched, t = m["schedule"][schedule], m["train"]
+        dims = {"max_len": sched["seq_length"], "pad_id": -1}   # no padding
+        loop = dict(lr=float(t["lr"]), optimizer="adam", schedule="constant", warmup_frac=0.0,
+                    val_every=t["eval_every"], checkpoint_every=t["checkpoint_every"],
+                    validate_epochs=False, restore_best=False, eval_batch_size=256)
+        return Config("charlm", name, schedule, seeds,
+                      {"model": model, "size": arch, "dropout": float(t["dropout"]), "dims": dims},
+                      loop, {"model": model, "size": arch, "schedule": sched, "train": t,
+                             "corpus": m["corpus"]}, key=(name, schedule))
 
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
-        """The corpus in chunks of the schedule's length; trial: random characters of a
-        96-character vocabulary instead (the real corpus may be out of reach, and the
-        vocabulary only sizes the embedding and the output layer)."""
+        """The corpus in chunks of the schedule's length, and its vocabulary; trial: random
+        characters of a 96-character vocabulary instead (the real corpus may be out of reach,
+        and the vocabulary only sizes the embedding and the output layer)."""
         import torch
 
-        m = params["charlm"]
+        s = run.config.settings
+        corpus, sched = s["corpus"], s["schedule"]
         if trial:
-            ids = torch.randint(len(TIMING_VOCAB.chars), (m["corpus"]["chars"],),
+            ids = torch.randint(len(TIMING_VOCAB.chars), (corpus["chars"],),
                                 generator=torch.Generator().manual_seed(0))
             vocab, files = TIMING_VOCAB, []
         else:
             text, vocab, _ = read_corpus(data_dir("charlm"))
             ids, files = vocab.encode(text), [data_dir("charlm") / "corpus.txt"]
-        sched = m["schedule"][run.label]
-        chunks = Chunks.of(ids, sched["seq_length"], m["corpus"]["val_frac"], m["corpus"]["seed"],
-                           device)
+        chunks = Chunks.of(ids, sched["seq_length"], corpus["val_frac"], corpus["seed"], device)
         batches = EpochBatches(lambda idx: Chunks.batch(chunks.train, idx), len(chunks.train),
-                               m["train"]["batch_size"], 1, run.seed, device, steps=sched["steps"])
+                               s["train"]["batch_size"], 1, run.seed, device,
+                               steps=sched["steps"])
         return Data(batches, (lambda idx: Chunks.batch(chunks.val, idx), len(chunks.val)),
-                    facts={"vocab": vocab}, files=files,
+                    architecture={"dims": {"vocab_size": vocab.size}, "vocab": vocab.chars},
+                    files=files,
                     notes={"train_chunks": len(chunks.train), "val_chunks": len(chunks.val)})
-
-    def architecture(self, run: Run, params: dict, data: Data | None) -> dict:
-        m = params["charlm"]
-        model, size = run_arch(params, run)
-        vocab = data.facts["vocab"]
-        dims = self.dims({"vocab_size": vocab.size,
-                          "seq_length": m["schedule"][run.label]["seq_length"]})
-        return {"model": model, "size": size, "dropout": float(m["train"]["dropout"]),
-                "dims": dims, "vocab": vocab.chars}
-
-    def loop(self, run: Run, params: dict, data: Data | None) -> dict:
-        """The source's Adam at a constant rate, the last state kept."""
-        t = params["charlm"]["train"]
-        return dict(lr=float(t["lr"]), optimizer="adam", schedule="constant", warmup_frac=0.0,
-                    val_every=t["eval_every"], checkpoint_every=t["checkpoint_every"],
-                    validate_epochs=False, restore_best=False, eval_batch_size=256)
-
-    def reads(self, run: Run, params: dict, arch: dict, cfg) -> dict:
-        m = params["charlm"]
-        return {"model": arch["model"], "size": arch["size"], "schedule": m["schedule"][run.label],
-                "seed": run.seed, "train": m["train"], "corpus": m["corpus"]}
 
     def record(self, run: Run, built: Built, result: dict, summary: dict, params: dict) -> dict:
         """Final and best validation loss, bits per character, parameters, train_seconds,
@@ -432,7 +418,7 @@ class CharLMTask(Task):
         import math
 
         final = float(result["val_curve"][-1]["val_loss"])
-        return {"params": summary["params"], "seq_length": built.read["schedule"]["seq_length"],
+        return {"params": summary["params"], "seq_length": built.read["settings"]["schedule"]["seq_length"],
                 "steps": result["steps"], "final_val_loss": final,
                 "best_val_loss": result["best_val_loss"], "best_step": result["best_step"],
                 "final_bpc": final / math.log(2), "best_bpc": result["best_val_loss"] / math.log(2),
@@ -470,8 +456,9 @@ def stages() -> list:
                      f"charlm.schedule.{item('schedule')}", "charlm.train", "charlm.corpus"],
                     deps=["data/charlm"], outs=(str(run.record),)),
         Stage("charlm-sample", "charlm-sample", "charlm",
-              params=[*models, "charlm.architectures", "charlm.schedule", "charlm.sample",
-                      "charlm.attention"],
+              # the runs' configurations read their training block and corpus too
+              params=[*models, "charlm.architectures", "charlm.schedule", "charlm.train",
+                      "charlm.corpus", "charlm.sample", "charlm.attention"],
               outs=["metrics/charlm/samples.md", "plots/charlm/attention"],
               deps=[str(data_dir("charlm")), str(runs_dir("charlm"))]),
         Stage("charlm-compute", "charlm-compute", "charlm",
@@ -565,11 +552,11 @@ def draw_sample(net, run: Run, params: dict, vocab: Vocab):
     from arithrepro.decoding import sample
 
     s = params["charlm"]["sample"]
-    arch = run_arch(params, run)[0]
+    arch = run.config.architecture["model"]
     rule = sample_rule(params, run.model)
     generator = torch.Generator().manual_seed(s["seed"])
     prompt = sample_prompt(s, vocab, generator)
-    block = params["charlm"]["schedule"][run.label]["seq_length"]
+    block = run.config.architecture["dims"]["max_len"]
     context = block if MODELS[arch].context == "max_len" else None
     drawn = sample(net, prompt, sample_chars(s, arch), s["temperature"], generator, context,
                    greedy=rule == "greedy")

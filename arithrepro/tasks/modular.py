@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from arithrepro.params_reads import peek
-from arithrepro.runs import Built, Data, Run, records_dir, runs_dir
+from arithrepro.runs import Built, Config, Data, Run, records_dir, runs_dir
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
 from arithrepro.tasks.base import Task
 from arithrepro.tasks.declared import Report, Stages, Takes
@@ -258,22 +258,19 @@ def label(study: str, swept: dict) -> str:
                     if swept else "")
 
 
-def study_runs(params: dict, study: str) -> list[Run]:
-    """The runs of a study, in dvc.yaml's order (models, then the swept values in the order of
-    SWEEPS[study], then seeds); a run's `swept` holds its swept values."""
+def study_configs(params: dict, study: str) -> list[tuple[tuple, tuple]]:
+    """(key, seeds) of a study's configurations, in dvc.yaml's order (models, then the swept
+    values in the order of SWEEPS[study]); a key is (study, model, its swept values)."""
     s = params["modular"]["studies"][study]
-    keys = SWEEPS[study]
-    return [Run("modular", model, label(study, dict(zip(keys, values))), seed, group=study,
-                    swept=dict(zip(keys, values)))
+    return [((study, model, values), tuple(s["seeds"]))
             for model in s["models"]
-            for values in itertools.product(*(s["sweep"][k] for k in keys))
-            for seed in s["seeds"]]
+            for values in itertools.product(*(s["sweep"][k] for k in SWEEPS[study]))]
 
 
-def run_config(params: dict, run: Run) -> dict:
-    """A run's configuration: base, its study's `set`, its swept values."""
+def settings(params: dict, study: str, values) -> dict:
+    """A configuration's settings: the base, its study's `set`, its swept values."""
     m = params["modular"]
-    return {**m["base"], **m["studies"][run.group]["set"], **run.swept}
+    return {**m["base"], **m["studies"][study]["set"], **dict(zip(SWEEPS[study], values))}
 
 
 # --- params ----------------------------------------------------------------------------------
@@ -369,12 +366,12 @@ class ModularTask(Task):
     @classmethod
     def check_params(cls, params: dict) -> None:
         m = params["modular"]
-        for study in STUDIES:
-            for run in study_runs(params, study):
-                c = run_config(params, run)
-                if c["d_model"] % c["heads"]:
-                    raise ParamsError(f"modular.studies.{study}: d_model = {c['d_model']} is not a "
-                                      f"multiple of heads = {c['heads']} (cell {run.name})")
+        for (study, model, values), _ in TASK.listed(params):
+            c = settings(params, study, values)
+            if c["d_model"] % c["heads"]:
+                name = f"{model}-{label(study, dict(zip(SWEEPS[study], values)))}"
+                raise ParamsError(f"modular.studies.{study}: d_model = {c['d_model']} is not a "
+                                  f"multiple of heads = {c['heads']} (configuration {name})")
         a = m["attention"]
         c = {**m["base"], **m["studies"][a["study"]]["set"]}
         p, divide = c["p"], c["operator"] == "/"
@@ -394,45 +391,42 @@ class ModularTask(Task):
         v = Vocab(config["p"], config["operator"])
         return {"vocab_size": v.size, "max_len": 2 * max(config["orders"]) + 2, "pad_id": v.pad}
 
-    def runs(self, params: dict) -> list[Run]:
-        return [run for study in STUDIES for run in study_runs(params, study)]
+    def listed(self, params: dict) -> list[tuple[tuple, tuple]]:
+        return [item for study in STUDIES for item in study_configs(params, study)]
+
+    def config(self, params: dict, study: str, model: str, values, seeds=()) -> Config:
+        """`model` under the base, the study's `set` and its swept `values`: the source's AdamW,
+        its schedule and clipping, the last state kept."""
+        c = settings(params, study, values)
+        size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"],
+                "norm": c["norm"]}
+        arch = {"model": model, "size": size, "dropout": float(c["dropout"]),
+                "dims": self.dims(c), "vocab": Vocab(c["p"], c["operator"]).tokens()}
+        loop = dict(lr=float(c["lr"]), optimizer="adamw", schedule=c["schedule"],
+                    warmup_frac=float(c["warmup_frac"]), beta2=float(c["beta2"]),
+                    eps=float(c["eps"]), weight_decay=float(c["weight_decay"]),
+                    grad_clip=float(c["grad_clip"]), val_every=c["eval_every"],
+                    checkpoint_every=c["checkpoint_every"], validate_epochs=False,
+                    restore_best=False)
+        swept = dict(zip(SWEEPS[study], values))
+        return Config("modular", model, label(study, swept), seeds, arch, loop, c, group=study,
+                      key=(study, model, tuple(values)))
 
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
         """The study's splits, made in memory (a trial's are the run's own); the loop validates
-        by scoring both in full."""
-        c = run_config(params, run)
+        by scoring both in full, the loss and the validation from the first scored position."""
+        c = run.config.settings
         splits = Splits(c, run.seed, device)
         train = splits.splits["train"]
         batches = EpochBatches(lambda idx: (train.x[idx], train.y[idx], train.mask[idx]),
                                len(train.x), c["batch_size"], 1, run.seed, device,
                                steps=c["steps"])
-        return Data(batches, splits.evaluate, facts={"outputs_from": splits.outputs_from})
-
-    def architecture(self, run: Run, params: dict, data: Data | None) -> dict:
-        c = run_config(params, run)
-        size = {"d_model": c["d_model"], "layers": c["layers"], "heads": c["heads"],
-                "norm": c["norm"]}
-        return {"model": run.model, "size": size, "dropout": float(c["dropout"]),
-                "dims": self.dims(c), "vocab": Vocab(c["p"], c["operator"]).tokens()}
-
-    def loop(self, run: Run, params: dict, data: Data | None) -> dict:
-        """The source's AdamW, its schedule and clipping; the loss and the validation from the
-        first scored position (the data's) on."""
-        c = run_config(params, run)
-        return dict(lr=float(c["lr"]), optimizer="adamw", schedule=c["schedule"],
-                    warmup_frac=float(c["warmup_frac"]), beta2=float(c["beta2"]),
-                    eps=float(c["eps"]), weight_decay=float(c["weight_decay"]),
-                    grad_clip=float(c["grad_clip"]), val_every=c["eval_every"],
-                    checkpoint_every=c["checkpoint_every"], validate_epochs=False,
-                    restore_best=False, outputs_from=data.facts["outputs_from"])
-
-    def reads(self, run: Run, params: dict, arch: dict, cfg) -> dict:
-        return {"model": run.model, "seed": run.seed, "config": run_config(params, run)}
+        return Data(batches, splits.evaluate, loop={"outputs_from": splits.outputs_from})
 
     def record(self, run: Run, built: Built, result: dict, summary: dict, params: dict) -> dict:
         """The source's metrics from the evaluation curve, per order when orders are mixed,
         and within each budget of the compute study (metrics/modular/runs/<study>/<run>.json)."""
-        c, curve = built.read["config"], result["val_curve"]
+        c, curve = built.read["settings"], result["val_curve"]
         out = {"params": summary["params"] - embedding_params(built.net),
                **{k: v for k, v in c.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
                **curve_metrics(curve)}

@@ -9,7 +9,7 @@ record is read off that curve.
 
 from __future__ import annotations
 
-from arithrepro.runs import Built, Data, Run
+from arithrepro.runs import Built, Config, Data, Run
 from arithrepro.schema import choice, integer, list_of, number
 from arithrepro.tasks.base import Task
 from arithrepro.tasks.declared import Report, Stages, Takes
@@ -56,14 +56,23 @@ class RunningTask(Task):
         return {"vocab_size": setting["modulus"] + 1, "max_len": setting["length"],
                 "pad_id": setting["modulus"]}
 
-    def runs(self, params: dict) -> list[Run]:
+    def listed(self, params: dict) -> list[tuple[tuple, tuple]]:
         p = params["running"]
-        return [Run(self.name, model, "base", seed) for model in p["models"] for seed in p["seeds"]]
+        return [((model,), tuple(p["seeds"])) for model in p["models"]]
+
+    def config(self, params: dict, model: str, seeds=()) -> Config:
+        b = params["running"]["base"]
+        arch = {"model": model, "dropout": 0.0, "dims": self.dims(b),
+                "size": {"d_model": b["d_model"], "layers": b["layers"], "heads": b["heads"]}}
+        loop = dict(lr=b["lr"], optimizer="adam", schedule="constant", warmup_frac=0.0,
+                    val_every=b["eval_every"], checkpoint_every=b["eval_every"],
+                    validate_epochs=False, restore_best=False)
+        return Config(self.name, model, "base", seeds, arch, loop, {"base": b}, key=(model,))
 
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
         import torch
 
-        b = params["running"]["base"]
+        b = run.config.settings["base"]
         g = torch.Generator().manual_seed(run.seed)
         x, y = strings(b["n_train"], b["length"], b["modulus"], g)
         vx, vy = strings(b["n_valid"], b["length"], b["modulus"], g)
@@ -72,20 +81,6 @@ class RunningTask(Task):
         batches = EpochBatches(lambda idx: (x[idx], y[idx], mask[idx]), len(x), b["batch_size"],
                                1, run.seed, device, steps=b["steps"])
         return Data(batches, Scorer(vx, vy))
-
-    def architecture(self, run: Run, params: dict, data: Data | None) -> dict:
-        b = params["running"]["base"]
-        return {"model": run.model, "dropout": 0.0, "dims": self.dims(b),
-                "size": {"d_model": b["d_model"], "layers": b["layers"], "heads": b["heads"]}}
-
-    def loop(self, run: Run, params: dict, data: Data | None) -> dict:
-        b = params["running"]["base"]
-        return dict(lr=b["lr"], optimizer="adam", schedule="constant", warmup_frac=0.0,
-                    val_every=b["eval_every"], checkpoint_every=b["eval_every"],
-                    validate_epochs=False, restore_best=False)
-
-    def reads(self, run: Run, params: dict, arch: dict, cfg) -> dict:
-        return {"model": run.model, "seed": run.seed, "base": params["running"]["base"]}
 
     def record(self, run: Run, built: Built, result: dict, summary: dict, params: dict) -> dict:
         last = result["val_curve"][-1]
