@@ -407,7 +407,7 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
     from dvc.repo import Repo
 
     from arithrepro.io import write_text
-    from arithrepro.repro import order_jobs, plan, run_of, slots, thread_env
+    from arithrepro.repro import order_jobs, plan, slots, thread_env
 
     root = Path(Repo.find_root())
     remote = default_remote(root)
@@ -419,9 +419,9 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
     if options and "cpus_per_task" in options:   # checked, with the scheduler: check()
         threads = _value(options["cpus_per_task"])
     env = thread_env(cpu, threads)
-    names, upstream, pending, cmds = plan(targets)
-    jobs = order_jobs(names, upstream, pending, cmds if ensemble else None)
-    cells_jobs = [j for j in jobs if run_of(cmds[j.stages[0]])]
+    names, upstream, pending, runs = plan(targets)
+    jobs = order_jobs(names, upstream, pending, runs if ensemble else None)
+    cells_jobs = [j for j in jobs if j.stages[0] in runs]
     if not cells_jobs:
         return run_here(targets, False)
     training = {s for j in cells_jobs for s in j.stages}
@@ -439,11 +439,11 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
                           if known & training else ""))
     if needs:
         _dvc(["push", *(["--remote", remote] if remote else []), *sorted(needs)], root)
-    seconds = projected({s: run_of(cmds[s]) for j in todo for s in j.stages}) \
+    seconds = projected({s: runs[s] for j in todo for s in j.stages}) \
         if projected and todo else {}
     workdir.mkdir(parents=True, exist_ok=True)
     source = snapshot(root, workdir, remote)
-    cells = [Cell(j.stages, _argv(j.stages, cmds, len(j.stages) > 1),
+    cells = [Cell(j.stages, _argv(j.stages, runs, len(j.stages) > 1),
                   sorted({u for s in j.stages for u in upstream[s]} - set(j.stages)),
                   sum(seconds.get(s, 0) for s in j.stages) or None) for j in todo]
     submit = submitter(kind, workdir, options or {}, threads, gpu, source, env)
@@ -517,11 +517,11 @@ def submitter(kind: str, workdir: Path, options: dict[str, str], threads: int, g
     return submit
 
 
-def _argv(stages: list[str], cmds: dict[str, str], ensemble: bool) -> list[list[str]]:
+def _argv(stages: list[str], runs: dict, ensemble: bool) -> list[list[str]]:
     from arithrepro.repro import _commands
 
     if ensemble:
-        return _commands(stages, cmds)
+        return _commands(stages, runs)
     return [["dvc", "repro", "--single-item", "--pull", stages[0]]]
 
 

@@ -42,10 +42,10 @@ class Job:
 
 
 def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[str],
-               cmds: dict[str, str] | None = None, pull: bool = False) -> list[Job]:
+               cells: dict | None = None, pull: bool = False) -> list[Job]:
     """The jobs for `stages` (in DVC's order, upstream first) given each stage's upstream
-    stages and the stages DVC reports changed; `cmds` (each stage's command), to train the
-    pending seeds of a configuration as one ensemble. A stage not reported changed still runs when
+    stages and the stages DVC reports changed; `cells` (the training cells' runs.Run), to train
+    the pending seeds of a configuration as one ensemble. A stage not reported changed still runs when
     something upstream of it runs (DVC then decides: its inputs may be new); one whose whole
     upstream stays untouched is skipped here, as DVC would skip it. Jobs come back in the
     order they may start, each with the jobs it waits for (by the first stage's name). With
@@ -56,7 +56,7 @@ def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[st
         if s in pending or upstream[s] & runs:
             runs.add(s)
     chosen = [s for s in stages if s in runs]
-    key = {s: _config_of(cmds[s]) for s in chosen} if cmds else {}
+    key = {s: _config_of(cells[s]) for s in chosen if s in cells} if cells else {}
     groups: dict[tuple, list[str]] = {}
     for s in chosen:
         if key.get(s):
@@ -66,7 +66,7 @@ def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[st
         members = groups[key[s]] if key.get(s) else [s]
         if s != members[0]:
             continue
-        job = Job(members, _commands(members, cmds, pull))
+        job = Job(members, _commands(members, cells, pull))
         for m in members:
             job_of[m] = job
         jobs.append(job)
@@ -78,31 +78,18 @@ def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[st
     return sorted(jobs, key=lambda j: not j.stages[0].startswith("train-"))
 
 
-_TRAIN = re.compile(r"^arithrepro train --task (?P<task>\S+) (?P<bench>--bench )?"
-                    r"(?P<config>\S+)-(?P<seed>\d+)$")
+def _config_of(run) -> tuple:
+    """What a training cell's ensemble is keyed on: its configuration (a benchmark's apart)."""
+    return run.task, run.home, run.config.name
 
 
-def run_of(cmd: str) -> tuple[str, bool, str] | None:
-    """A training stage's (task, whether a benchmark run, run name), from its command."""
-    m = _TRAIN.match(cmd.strip())
-    return (m["task"], bool(m["bench"]), f"{m['config']}-{m['seed']}") if m else None
-
-
-def _config_of(cmd: str) -> tuple | None:
-    """A training cell's (task, whether a benchmark cell, run name without its seed), from its
-    command."""
-    run = run_of(cmd)
-    return (run[0], run[1], run[2].rsplit("-", 1)[0]) if run else None
-
-
-def _commands(stages: list[str], cmds: dict[str, str] | None, pull: bool = False) -> list[list[str]]:
+def _commands(stages: list[str], cells: dict | None, pull: bool = False) -> list[list[str]]:
     if len(stages) == 1:
         return [["dvc", "--wait-for-lock", "repro", "--single-item", *(["--pull"] if pull else []),
                  stages[0]]]
-    m = _TRAIN.match(cmds[stages[0]].strip())
-    runs = [cmds[s].split()[-1] for s in stages]
-    return [["arithrepro", "train", "--task", m["task"], *(["--bench"] if m["bench"] else []),
-             *runs],
+    runs = [cells[s] for s in stages]
+    return [["arithrepro", "train", "--task", runs[0].task, *(["--bench"] if runs[0].home else []),
+             *(r.name for r in runs)],
             ["dvc", "--wait-for-lock", "commit", "--force", *stages]]
 
 
@@ -258,7 +245,7 @@ def reproduce(jobs_wanted: int | None, ensemble: bool, targets: tuple[str, ...] 
     stages and what they depend on (as `dvc repro TARGET`); none: the whole pipeline. dry: say
     what would run, in order, and run nothing. pull: each stage restored from the DVC remote
     where it holds the stage's outputs (or its run cache does), run where not. projected:
-    {stage: run_of(its command)} of the training stages to run -> {stage: projected seconds},
+    {stage: its runs.Run} of the training stages to run -> {stage: projected seconds},
     for the dry run's times; check(those stages, the jobs at once) before anything runs, to
     refuse a plan (it raises), returning the projected seconds it found, for the time left.
     gpus: the GPUs the stages may use (their CUDA ids): each job slot sees one of them only,
@@ -434,8 +421,21 @@ def plan(targets: tuple[str, ...] = ()):
         upstream = {s.addressing: {d.addressing for d in graph.successors(s) if d.cmd}
                     for s in stages}
         pending = set(repo.status())
-        cmds = {s.addressing: s.cmd if isinstance(s.cmd, str) else "" for s in stages}
-    return names, upstream, pending, cmds
+        cells = training_cells(Path(repo.root_dir), names)
+    return names, upstream, pending, cells
+
+
+def training_cells(root: Path, names: list[str]) -> dict:
+    """{stage: runs.Run} of the training cells among `names`, from the workspace's params (the
+    ones DVC's matrices were filled from); none in a DVC project without params.yaml (this
+    scheduler runs any project's stages)."""
+    from arithrepro import config
+    from arithrepro.tasks.registry import cells
+
+    if not (root / "params.yaml").is_file():
+        return {}
+    known = cells(config.load(root / "params.yaml", record=False))
+    return {s: known[s] for s in names if s in known}
 
 
 def slots(cpu: dict | None, jobs_wanted: int | None, gpus=None, per_gpu: int = 1):
@@ -460,10 +460,10 @@ def thread_env(cpu: dict | None, threads: int) -> dict:
 
 def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry=False,
                pull=False, projected=None, check=None, gpus=None, per_gpu=1) -> int:
-    names, upstream, pending, cmds = plan(targets)
+    names, upstream, pending, cells = plan(targets)
     cores = sorted(os.sched_getaffinity(0))
     workers, threads, on_gpu = slots(cpu, jobs_wanted, gpus, per_gpu)
-    jobs = order_jobs(names, upstream, pending, cmds if ensemble else None, pull)
+    jobs = order_jobs(names, upstream, pending, cells if ensemble else None, pull)
     if not jobs:
         echo("Data and pipelines are up to date.")
         return 0
@@ -471,7 +471,7 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
          f"{threads} thread{'s' if threads > 1 else ''} each"
          + (f", each on one GPU of {', '.join(gpus)} ({len(on_gpu) // len(gpus)}"
             f"{'+' if len(on_gpu) % len(gpus) else ''} per GPU)" if on_gpu else ""))
-    training = {s: run for job in jobs for s in job.stages if (run := run_of(cmds[s]))}
+    training = {s: cells[s] for job in jobs for s in job.stages if s in cells}
     if dry:
         seconds = projected(training) if projected and training else {}
         for job in jobs:

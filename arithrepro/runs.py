@@ -155,6 +155,10 @@ class Config:
     group: str = ""   # a folder between the task and the run (modular: the study)
     home: str = ""    # "bench": a benchmark configuration (arithrepro/bench.py)
     key: tuple = field(default=(), compare=False, repr=False)  # what Task.config builds it from
+    # its train stage in dvc.yaml, and its values on that stage's matrix axes but the seed, in
+    # the matrix's order: a run's cell is `<stage>@<values>-<seed>` (Run.cell)
+    stage: str = field(default="", compare=False)
+    item: tuple = field(default=(), compare=False, repr=False)
 
     def __post_init__(self):
         for name in ("architecture", "loop", "settings"):
@@ -185,6 +189,12 @@ class Run:
     @property
     def name(self) -> str:
         return run_name(self.model, self.label, self.seed)
+
+    @property
+    def cell(self) -> str:
+        """Its cell of its configuration's train stage, as DVC names it (train-expr@gpt-small-0,
+        train-modular-data@lstm-std-0.3-0, train-bench-looped-gpt@0)."""
+        return f"{self.config.stage}@" + "-".join(map(str, (*self.config.item, self.seed)))
 
     @property
     def files(self) -> Files:

@@ -148,19 +148,20 @@ def _options(pairs: tuple[str, ...], executor: str | None) -> dict[str, str]:
 
 
 def _projected(params: dict, stop_after_s: float | None = None, say: bool = True):
-    """{stage: (task, bench, run name)} -> {stage: projected training seconds on this machine},
-    two untimed and two timed steps per run shape."""
+    """{stage: its runs.Run} -> {stage: projected training seconds on this machine}, two
+    untimed and two timed steps per configuration."""
     def projected(training: dict) -> dict[str, float]:
         from arithrepro.projection import project
 
-        wanted = set(training.values())
-        rows = project(params, sorted({task for task, _, _ in wanted}), warmup=2, steps=2,
-                       keep=lambda run: (run.task, bool(run.home), run.name) in wanted,
+        wanted = {run.cell for run in training.values()}
+        rows = project(params, sorted({run.task for run in training.values()}), warmup=2,
+                       steps=2, keep=lambda run: run.cell in wanted,
                        echo=(lambda line: click.echo(f"repro: {line}", err=True)) if say
                        else (lambda line: None),
                        stop_after_s=stop_after_s)
-        per_run = {(r.task, bool(r.home), r.name): row.run_s for row, runs in rows for r in runs}
-        return {stage: per_run[key] for stage, key in training.items() if key in per_run}
+        per_cell = {r.cell: row.run_s for row, runs in rows for r in runs}
+        return {stage: per_cell[run.cell] for stage, run in training.items()
+                if run.cell in per_cell}
 
     return projected
 

@@ -80,10 +80,18 @@ def test_pending_seeds_of_one_configuration_train_as_one_ensemble_then_are_commi
     stages = ["gen", "train-x@m-s-0", "train-x@m-s-1", "train-x@m-s-2", "train-x@m-t-0",
               "train-y@m-s-1", "eval@m-s-1"]
     upstream = {s: {"gen"} for s in stages[1:]} | {"gen": set(), "eval@m-s-1": {"train-x@m-s-1"}}
-    cmds = {s: f"arithrepro train --task {s[6]} {s.split('@')[1]}" for s in stages[1:6]}
-    cmds |= {"gen": "arithrepro generate", "eval@m-s-1": "arithrepro evaluate"}
+    from arithrepro.runs import Config
+
+    def cell(stage):   # train-<task>@<model>-<size>-<seed>
+        model, size, seed = stage.split("@")[1].split("-")
+        config = Config(stage[6], model, size, (int(seed),), stage=stage.split("@")[0],
+                        item=(model, size))
+        return config.runs[0]
+
+    cells = {s: cell(s) for s in stages[1:6]}
+    assert all(run.cell == s for s, run in cells.items())
     pending = set(stages) - {"gen", "train-x@m-s-0"}   # seed 0 is trained already
-    jobs = order_jobs(stages, upstream, pending, cmds)
+    jobs = order_jobs(stages, upstream, pending, cells)
     by_first = {j.stages[0]: j for j in jobs}
     ensemble = by_first["train-x@m-s-1"]
     assert ensemble.stages == ["train-x@m-s-1", "train-x@m-s-2"]

@@ -197,7 +197,9 @@ class GridTask(Task):
             val_every=loop["val_every"], checkpoint_every=loop["checkpoint_every"],
             eval_batch_size=4 * loop["batch_size"], micro_batches=int(m["micro_batches"])),
             {"budget": loop, "data": params[self.name]["data"]}, home=home,
-            key=(model, size, home))
+            key=(model, size, home),
+            stage=f"train-bench-{self.name}-{model}" if home else f"train-{self.name}",
+            item=() if home else (model, size))
 
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
         """The data stage's files; trial: batches made in memory (`sample_batches`), the

@@ -386,7 +386,8 @@ class CharLMTask(Task):
         return Config("charlm", name, schedule, seeds,
                       {"model": model, "size": arch, "dropout": float(t["dropout"]), "dims": dims},
                       loop, {"model": model, "size": arch, "schedule": sched, "train": t,
-                             "corpus": m["corpus"]}, key=(name, schedule))
+                             "corpus": m["corpus"]}, key=(name, schedule),
+                      stage="train-charlm", item=(name, schedule))
 
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
         """The corpus in chunks of the schedule's length, and its vocabulary; trial: random

@@ -410,7 +410,8 @@ class ModularTask(Task):
                     restore_best=False)
         swept = dict(zip(SWEEPS[study], values))
         return Config("modular", model, label(study, swept), seeds, arch, loop, c, group=study,
-                      key=(study, model, tuple(values)))
+                      key=(study, model, tuple(values)), stage=f"train-modular-{study}",
+                      item=(model, *values))
 
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
         """The study's splits, made in memory (a trial's are the run's own); the loop validates

@@ -67,7 +67,8 @@ class RunningTask(Task):
         loop = dict(lr=b["lr"], optimizer="adam", schedule="constant", warmup_frac=0.0,
                     val_every=b["eval_every"], checkpoint_every=b["eval_every"],
                     validate_epochs=False, restore_best=False)
-        return Config(self.name, model, "base", seeds, arch, loop, {"base": b}, key=(model,))
+        return Config(self.name, model, "base", seeds, arch, loop, {"base": b}, key=(model,),
+                      stage="train-running", item=(model,))
 
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
         import torch
