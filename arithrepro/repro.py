@@ -426,15 +426,17 @@ def plan(targets: tuple[str, ...] = ()):
 
 
 def training_cells(root: Path, names: list[str]) -> dict:
-    """{stage: runs.Run} of the training cells among `names`, from the workspace's params (the
-    ones DVC's matrices were filled from); none in a DVC project without params.yaml (this
-    scheduler runs any project's stages)."""
-    from arithrepro import config
-    from arithrepro.tasks.registry import cells
+    """{stage: runs.Run} of the training cells among `names` (the benchmark's included), from the
+    workspace's params (the ones DVC's matrices were filled from); none in a DVC project without
+    params.yaml (this scheduler runs any project's stages)."""
+    from arithrepro import bench, config
+    from arithrepro.tasks.registry import TASKS
 
     if not (root / "params.yaml").is_file():
         return {}
-    known = cells(config.load(root / "params.yaml", record=False))
+    params = config.load(root / "params.yaml", record=False)
+    known = {run.cell: run for task in TASKS.values()
+             for run in [*task.runs(params), *(bench.runs(task, params) if task.grid else [])]}
     return {s: known[s] for s in names if s in known}
 
 

@@ -53,7 +53,8 @@ def _flops(step) -> int:
 
 def bench_modular(params: dict, repeats: int, peak: float, best_of) -> dict:
     from arithrepro.models.registry import build_model
-    from arithrepro.tasks.modular import TASK, Splits
+    from arithrepro.tasks.modular import TASK
+    from arithrepro.tasks.modular_data import Splits
 
     base = params["modular"]["base"]
     data = Splits(base, 0, "cpu")

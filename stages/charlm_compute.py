@@ -35,7 +35,8 @@ def charlm_compute(params_path: str) -> None:
     from arithrepro.models.registry import MODELS, build_model
     from arithrepro.models.lm import count_params
     from arithrepro.report.charlm_figures import compute_markdown, steps_markdown
-    from arithrepro.tasks.charlm import TASK, read_corpus
+    from arithrepro.tasks.charlm import TASK
+    from arithrepro.tasks.charlm_corpus import read_corpus
 
     params = config.load(params_path)
     m = params["charlm"]

@@ -21,7 +21,7 @@ def charlm_corpus(params_path: str) -> None:
 
     from arithrepro import config
     from arithrepro.io import write_json, write_text
-    from arithrepro.tasks.charlm import Vocab, build_corpus
+    from arithrepro.tasks.charlm_corpus import Vocab, build_corpus
 
     params = config.load(params_path)
     c = params["charlm"]["corpus"]

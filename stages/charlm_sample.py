@@ -27,7 +27,9 @@ def charlm_sample(params_path: str) -> None:
     from arithrepro.io import write_text
     from arithrepro.models.registry import MODELS, load_model
     from arithrepro.report.plotting import STYLE, attention_grid, pyplot, save
-    from arithrepro.tasks.charlm import TASK, draw_sample, read_corpus
+    from arithrepro.tasks.charlm import TASK
+    from arithrepro.tasks.charlm_corpus import read_corpus
+    from arithrepro.tasks.charlm_sampling import draw_sample
 
     params = config.load(params_path)
     m = params["charlm"]

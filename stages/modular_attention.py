@@ -33,7 +33,8 @@ def modular_attention(params_path: str) -> None:
     from arithrepro.models.registry import load_model
     from arithrepro.report.plotting import STYLE, attention_grid, pyplot, save
     from arithrepro.params_reads import unrecorded
-    from arithrepro.tasks.modular import TASK, encode, settings
+    from arithrepro.tasks.modular import TASK, settings
+    from arithrepro.tasks.modular_data import encode
 
     params = config.load(params_path)
     a = params["modular"]["attention"]
@@ -96,7 +97,7 @@ def measures(runs, records: dict, samples: list, config_of, loaded: dict | None 
     The runs are one study's, so they share its operator."""
     from arithrepro.findings.modular import attention_shape
     from arithrepro.models.registry import load_model
-    from arithrepro.tasks.modular import encode
+    from arithrepro.tasks.modular_data import encode
 
     out, operators = [], set()
     for run in runs:
@@ -116,10 +117,10 @@ def measures(runs, records: dict, samples: list, config_of, loaded: dict | None 
 
 def sample_side(operands: list[int], config: dict, seed: int) -> str:
     """'training' or 'validation': the side of the run's seeded split the sample fell on, split
-    as the run's data was (tasks.modular: `sequences` of its orders, `split` by its seed)."""
+    as the run's data was (tasks.modular_data: `sequences` of its orders, `split` by its seed)."""
     import torch
 
-    from arithrepro.tasks.modular import sequences, split
+    from arithrepro.tasks.modular_data import sequences, split
 
     tokens, order = sequences(config["p"], sorted(config["orders"]), config["operator"])
     k = len(operands)

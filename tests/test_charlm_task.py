@@ -18,9 +18,10 @@ from arithrepro.cost import formulas, measure
 from tests.helpers import overridden
 from arithrepro.models.registry import MODELS
 from arithrepro.runs import thaw
-from arithrepro.tasks import charlm
-from arithrepro.tasks.charlm import (Chunks, Vocab, arithmetic_text, build_corpus, chunk, file_text,
-                                     split, tinystories_text)
+from arithrepro.tasks import charlm, charlm_corpus, charlm_sampling
+from arithrepro.tasks.charlm import Chunks, chunk, split
+from arithrepro.tasks.charlm_corpus import (Vocab, arithmetic_text, build_corpus, file_text,
+                                            tinystories_text)
 
 STORIES = ["Once upon a time, a cat sat.\nIt was happy.", "Tom had a red ball.", "The end."]
 
@@ -45,14 +46,14 @@ def _expected(n):
 
 
 def test_python_docs_corpus_is_prose_and_stable():
-    text = charlm.python_docs_text(300_000)
-    assert len(text) == 300_000 and text == charlm.python_docs_text(300_000)
-    assert charlm.python_docs_text(1000) == text[:1000]
+    text = charlm_corpus.python_docs_text(300_000)
+    assert len(text) == 300_000 and text == charlm_corpus.python_docs_text(300_000)
+    assert charlm_corpus.python_docs_text(1000) == text[:1000]
     words = text.split()
     assert sum(w.isalpha() and w.islower() for w in words) > 0.5 * len(words)
     assert {".", ",", "(", ")", "'", "\n"} <= set(text) and len(set(text)) > 70
     # past the help() topics, the standard library's docstrings
-    assert len(charlm.python_docs_text(2_000_000)) == 2_000_000
+    assert len(charlm_corpus.python_docs_text(2_000_000)) == 2_000_000
 
 
 def test_tinystories_txt_file_in_its_own_format(tmp_path):
@@ -94,7 +95,7 @@ def test_tinystories_errors_name_the_key(tmp_path):
 
 def test_tinystories_without_a_hub_is_one_line(tmp_path):
     """No hub (offline): one line naming the key to set, no traceback, within seconds."""
-    code = ("from arithrepro.tasks.charlm import tinystories_text\n"
+    code = ("from arithrepro.tasks.charlm_corpus import tinystories_text\n"
             "try:\n    tinystories_text(100)\n"
             "except FileNotFoundError as e:\n    print(e)\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -335,8 +336,8 @@ def test_a_random_start_token_from_the_seed_and_the_sources_lengths():
     got = {}
     for run in (rnn, gpt):
         net = _untrained(params, run, vocab.size)
-        prompt, drawn, rule = charlm.draw_sample(net, run, params, vocab)
-        again = charlm.draw_sample(net, run, params, vocab)
+        prompt, drawn, rule = charlm_sampling.draw_sample(net, run, params, vocab)
+        again = charlm_sampling.draw_sample(net, run, params, vocab)
         assert torch.equal(prompt, again[0]) and torch.equal(drawn, again[1])   # seeded
         assert rule == "softmax" and len(prompt) == 1
         got[run.model] = (prompt, drawn)
@@ -345,7 +346,7 @@ def test_a_random_start_token_from_the_seed_and_the_sources_lengths():
     assert len(got["rnn"][0]) + len(got["rnn"][1]) == 100
     assert len(got["transformer-1"][0]) + len(got["transformer-1"][1]) == 101
     other = _sample_params(["rnn"], chars=None, prompt=None, seed=8)
-    starts = {int(charlm.sample_prompt(other["charlm"]["sample"], vocab,
+    starts = {int(charlm_sampling.sample_prompt(other["charlm"]["sample"], vocab,
                                        torch.Generator().manual_seed(s))) for s in range(20)}
     assert len(starts) > 5   # uniform over the vocabulary, not a fixed token
 
@@ -354,7 +355,7 @@ def test_a_string_prompt_and_a_set_length_still_serve():
     vocab = Vocab.of("the cat sat on a mat")
     params = _sample_params(["gru"], prompt="the cat", chars=12)
     (run,) = charlm.TASK.runs(params)
-    prompt, drawn, rule = charlm.draw_sample(_untrained(params, run, vocab.size), run, params,
+    prompt, drawn, rule = charlm_sampling.draw_sample(_untrained(params, run, vocab.size), run, params,
                                              vocab)
     assert vocab.decode(prompt) == "the cat" and len(drawn) == 12 and rule == "greedy"
 
@@ -369,16 +370,16 @@ def test_the_greedy_rule_is_argmax_decoding(model):
     params = _sample_params([model], prompt="ABC", chars=12, rule={model: "greedy"})
     (run,) = charlm.TASK.runs(params)
     net = _untrained(params, run, vocab.size)
-    prompt, drawn, rule = charlm.draw_sample(net, run, params, vocab)
+    prompt, drawn, rule = charlm_sampling.draw_sample(net, run, params, vocab)
     want = greedy_decode(net, prompt.view(1, -1), torch.tensor([3]), 12, stop_id=-1)[0]
     assert rule == "greedy" and drawn.tolist() == want.tolist()
     soft = _sample_params([model], prompt="ABC", chars=12, rule={model: "softmax"})
-    assert charlm.draw_sample(net, run, soft, vocab)[1].tolist() != want.tolist()
+    assert charlm_sampling.draw_sample(net, run, soft, vocab)[1].tolist() != want.tolist()
 
 
 def test_only_the_grus_sample_greedily_by_default():
     params = config.compose(["profile=paper"])
-    rules = {name: charlm.sample_rule(params, name) for name in params["charlm"]["models"]}
+    rules = {name: charlm_sampling.sample_rule(params, name) for name in params["charlm"]["models"]}
     assert rules == {"rnn": "softmax", "multi-rnn": "softmax", "multi-rnn-3": "softmax",
                      "multi-rnn-4": "softmax", "gru": "greedy",
                      "gru-small": "greedy", "transformer-1": "softmax",
@@ -400,7 +401,7 @@ def test_the_sample_stage_writes_each_runs_rule(tmp_path, models):
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        _, vocab, _ = charlm.read_corpus(Path("data/charlm"))
+        _, vocab, _ = charlm_corpus.read_corpus(Path("data/charlm"))
         for run in charlm.TASK.runs(params):
             model, size = run.config.architecture["model"], thaw(run.config.architecture["size"])
             net = _untrained(params, run, vocab.size)

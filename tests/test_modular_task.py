@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from arithrepro import config
 from arithrepro.runs import thaw
-from arithrepro.tasks.modular import (TASK, Vocab, curve_metrics, encode, first_scored,
-                                      inputs_targets, score, sequences, split)
+from arithrepro.tasks.modular import TASK, curve_metrics
+from arithrepro.tasks.modular_data import (Vocab, encode, first_scored, inputs_targets, score,
+                                           sequences, split)
 
 PRIMES = [2, 3, 5, 7, 11, 13]
 
@@ -133,7 +134,8 @@ def test_the_evaluation_measures_norms_and_the_weights_movement():
     import math
 
     from arithrepro.models.registry import build_model
-    from arithrepro.tasks.modular import TASK, Splits
+    from arithrepro.tasks.modular import TASK
+    from arithrepro.tasks.modular_data import Splits
 
     c = {"p": 5, "orders": [2], "operator": "+", "r_train": 0.5}
     data = Splits(c, 0, "cpu")
@@ -282,7 +284,7 @@ def test_the_loop_gets_the_cells_warmup_beta2_and_eps(params):
 @pytest.mark.parametrize("orders, seed", [([2], 0), ([2], 42), ([2, 3], 7)])
 def test_sample_side_is_the_side_the_runs_data_put_it_on(orders, seed):
     from arithrepro.stages.modular_attention import sample_side
-    from arithrepro.tasks.modular import Splits
+    from arithrepro.tasks.modular_data import Splits
 
     c = {"p": 5, "orders": orders, "operator": "+", "r_train": 0.4}
     train = {tuple(row) for row in Splits(c, seed, "cpu").splits["train"].x.tolist()}

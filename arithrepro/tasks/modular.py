@@ -1,216 +1,26 @@
-"""modular: LSTM vs GPT on a ∘ b mod p, in seven studies (docs/modular.md).
-
-Every sample of (a, b) ∈ [0, p)² (and (a, b, c) for order 3) as `BOS a ∘ b = r EOS`, padded
-with PAD when orders are mixed; a seeded fraction r_train of each order trains, the rest
-validates. Both sets are evaluated in full every `eval_every` steps: per-sample mean NLL over
-the right-hand side (r and EOS), then the mean over samples; a sample is correct only when
-every right-hand-side token is the argmax. Training minimizes the same loss: every sample has
-two right-hand-side tokens, so the mean over tokens is the mean over samples.
+"""modular: LSTM vs GPT on a ∘ b mod p, in seven studies (docs/modular.md; the samples, their
+splits and scoring: modular_data.py).
 
 A study is a grid over its models, the values of the keys it sweeps (`sweep`, the product of the
 lists; SWEEPS names each study's keys) and its seeds, on top of `base` and the study's `set`.
-Every run is a cell of the study's DVC stage, train-modular-<study>.
+A configuration is a model at one point of the sweep; its runs are cells of the study's DVC
+stage, train-modular-<study>.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
-from dataclasses import dataclass
 
 from arithrepro.params_reads import peek
-from arithrepro.runs import Built, Config, Data, Run, records_dir, runs_dir
-from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
+from arithrepro.runs import Built, Config, Data, Run, records_dir
+from arithrepro.schema import ParamsError, choice, integer, list_of
 from arithrepro.tasks.base import Task
 from arithrepro.tasks.declared import Report, Stages, Takes
+from arithrepro.tasks.modular_data import Splits, Vocab
+from arithrepro.tasks.modular_params import (BASE, OWN_MODELS, STUDIES, SWEEPS, _model_names,
+                                             _study_schema, label)
+from arithrepro.tasks.modular_stages import stages
 from arithrepro.train.batches import EpochBatches
-
-OPERATORS = ("+", "-", "*", "/")
-STUDIES = ("sanity", "data", "orders", "size", "compute", "regularization")
-# The keys each study sweeps: its DVC stage (train-modular-<study>) expands over them, so a
-# study sweeps these and no others (any key may be set).
-SWEEPS = {"sanity": (), "data": ("r_train",), "orders": (), "size": ("layers", "d_model"),
-          "compute": ("batch_size",), "regularization": ("weight_decay",)}
-# How a swept key reads in a cell's name: data.r0.3, size.L2d128, compute.B64, ...
-ABBREV = {"r_train": "r", "layers": "L", "d_model": "d", "heads": "h", "batch_size": "B",
-          "weight_decay": "wd", "lr": "lr", "warmup_frac": "wu", "schedule": "sched",
-          "beta2": "b2", "eps": "eps", "steps": "T", "p": "p", "dropout": "drop", "eval_every": "e",
-          "orders": "o", "operator": "op", "norm": "norm", "grad_clip": "clip"}
-
-
-# --- data ------------------------------------------------------------------------------------
-
-class Vocab:
-    """The numbers 0..p-1 are their own ids; the operator, '=', BOS, EOS and PAD follow."""
-
-    def __init__(self, p: int, operator: str):
-        self.p, self.operator = p, operator
-        self.op, self.eq, self.bos, self.eos, self.pad = range(p, p + 5)
-        self.size = p + 5
-
-    def tokens(self) -> list[str]:
-        return [str(i) for i in range(self.p)] + [self.operator, "=", "BOS", "EOS", "PAD"]
-
-
-def combine(a, b, p: int, operator: str):
-    """(a ∘ b) mod p elementwise on integer tensors; '/' multiplies by b's inverse mod p."""
-    import torch
-
-    if operator == "+":
-        return (a + b) % p
-    if operator == "-":
-        return (a - b) % p
-    if operator == "*":
-        return (a * b) % p
-    inverse = torch.tensor([0] + [pow(i, -1, p) for i in range(1, p)], dtype=a.dtype)
-    return (a * inverse[b]) % p
-
-
-def sequences(p: int, orders: list[int], operator: str):
-    """Every sample of the given orders: tokens (N, 2 max(order) + 3) and each sample's order.
-    Order k: all k-tuples of operands, the divisors of '/' nonzero; r = ((x1 ∘ x2) ∘ x3) mod p."""
-    import torch
-
-    v = Vocab(p, operator)
-    width = 2 * max(orders) + 3
-    parts, order_of = [], []
-    for k in sorted(orders):
-        ranges = [torch.arange(p)] + [torch.arange(1 if operator == "/" else 0, p)] * (k - 1)
-        xs = torch.cartesian_prod(*ranges).reshape(-1, k)
-        r = xs[:, 0]
-        for j in range(1, k):
-            r = combine(r, xs[:, j], p, operator)
-        seq = torch.full((len(xs), width), v.pad, dtype=torch.long)
-        seq[:, 0] = v.bos
-        seq[:, 1:2 * k:2] = xs
-        seq[:, 2:2 * k - 1:2] = v.op
-        seq[:, 2 * k] = v.eq
-        seq[:, 2 * k + 1] = r
-        seq[:, 2 * k + 2] = v.eos
-        parts.append(seq)
-        order_of.append(torch.full((len(xs),), k, dtype=torch.long))
-    return torch.cat(parts), torch.cat(order_of)
-
-
-def encode(operands: list[int], p: int, operator: str):
-    """One sample's full token sequence (a LongTensor), as `sequences` writes it."""
-    import torch
-
-    tokens, order = sequences(p, [len(operands)], operator)
-    k = len(operands)
-    rows = tokens[:, 1:2 * k:2]
-    hit = (rows == torch.tensor(operands)).all(1).nonzero()
-    if len(hit) == 0:
-        raise ValueError(f"operands {operands}: not a sample of p = {p}, operator {operator!r} "
-                         "(each below p; divisors nonzero)")
-    return tokens[int(hit[0])]
-
-
-def split(order, r_train: float, seed: int):
-    """Seeded train / validation indices: a fraction r_train of each order's samples trains
-    (at least one sample on each side)."""
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
-    train, valid = [], []
-    for k in sorted(set(order.tolist())):
-        idx = torch.nonzero(order == k).squeeze(1)
-        idx = idx[torch.randperm(len(idx), generator=g)]
-        n = min(max(round(r_train * len(idx)), 1), len(idx) - 1)
-        train.append(idx[:n])
-        valid.append(idx[n:])
-    return torch.cat(train), torch.cat(valid)
-
-
-def inputs_targets(tokens, vocab: Vocab):
-    """x = tokens[:, :-1], y = tokens[:, 1:], mask: the right-hand side's targets (every
-    position from '=' on whose target is not PAD)."""
-    x, y = tokens[:, :-1], tokens[:, 1:]
-    mask = ((x == vocab.eq).cumsum(1) > 0) & (y != vocab.pad)
-    return x, y, mask
-
-
-def first_scored(mask) -> int:
-    """The first position any sample scores: a model need not produce logits before it."""
-    return int(mask.any(0).nonzero()[0])
-
-
-def score(model, x, y, mask, outputs_from: int, batch_size: int = 4096):
-    """Per-sample right-hand-side loss, correctness and logit margin (three tensors of len(x)),
-    in batches of whole tensors: no loop over samples. The margin is the true class's logit
-    minus the largest other one, averaged over the scored positions: how far the softmax is
-    from a tie, the scale a cross-entropy keeps pushing up once every answer is right."""
-    import torch
-    import torch.nn.functional as F
-
-    losses, correct, margins = [], [], []
-    with torch.no_grad():
-        for i in range(0, len(x), batch_size):
-            xb, yb, mb = (t[i:i + batch_size] for t in (x, y, mask))
-            logits = model(xb, outputs_from=outputs_from)
-            yb, mb = yb[:, outputs_from:], mb[:, outputs_from:]
-            nll = F.cross_entropy(logits.transpose(1, 2), yb, reduction="none")
-            n = mb.sum(1)
-            losses.append((nll * mb).sum(1) / n)
-            correct.append(((logits.argmax(-1) == yb) | ~mb).all(1))
-            true = logits.gather(-1, yb.unsqueeze(-1)).squeeze(-1)
-            other = logits.scatter(-1, yb.unsqueeze(-1), float("-inf")).amax(-1)
-            margins.append(((true - other) * mb).sum(1) / n)
-    return torch.cat(losses), torch.cat(correct), torch.cat(margins)
-
-
-@dataclass(frozen=True)
-class Split:
-    x: object      # (N, T) inputs
-    y: object      # (N, T) next-token targets
-    mask: object   # (N, T) the right-hand side's targets
-    order: object  # (N,) each sample's order
-
-
-class Splits:
-    """One run's data: every sample, split by the seed, on the device; evaluate(model) scores
-    both sets in full (the fit loop's validation hook)."""
-
-    def __init__(self, config: dict, seed: int, device):
-        self.vocab = Vocab(config["p"], config["operator"])
-        self.orders = sorted(config["orders"])
-        tokens, order = sequences(config["p"], self.orders, config["operator"])
-        x, y, mask = inputs_targets(tokens, self.vocab)
-        self.outputs_from = first_scored(mask)
-        parts = split(order, config["r_train"], seed)
-        self.splits = {name: Split(*(t[idx].to(device) for t in (x, y, mask, order)))
-                       for name, idx in zip(("train", "val"), parts)}
-
-    def evaluate(self, model) -> dict:
-        """Both sets' loss and accuracy; then what explains a collapse (docs/modular.md): the
-        training set's mean logit margin, the norms of all weights and of the output layer's,
-        and how far the weights moved since the previous evaluation (`update_norm`, the
-        optimizer's steps in between summed as vectors; NaN at the first)."""
-        import torch
-
-        out = {}
-        for name, s in self.splits.items():
-            loss, correct, margin = score(model, s.x, s.y, s.mask, self.outputs_from)
-            out[f"{name}_loss"], out[f"{name}_acc"] = _mean(loss), _mean(correct)
-            if name == "train":
-                out["train_margin"] = _mean(margin)
-            if len(self.orders) > 1:
-                for k in self.orders:
-                    sel = s.order == k
-                    out[f"o{k}_{name}_loss"], out[f"o{k}_{name}_acc"] = _mean(loss[sel]), _mean(correct[sel])
-        with torch.no_grad():
-            weights = [p.detach().clone() for p in model.parameters()]
-            out["param_norm"] = float(torch.sqrt(sum(w.pow(2).sum() for w in weights)))
-            out["head_norm"] = float(model.head.weight.norm())
-            last = getattr(self, "_last_weights", None)
-            out["update_norm"] = (float(torch.sqrt(sum((w - v).pow(2).sum() for w, v in zip(weights, last))))
-                                  if last is not None else float("nan"))
-            self._last_weights = weights
-        return out
-
-
-def _mean(t) -> float:
-    return float(t.float().mean())
 
 
 def embedding_params(model) -> int:
@@ -252,12 +62,6 @@ def fallback(curve: list[dict], key: str, level: float = 0.99) -> float | None:
 
 # --- studies ---------------------------------------------------------------------------------
 
-def label(study: str, swept: dict) -> str:
-    """A run's label: the study and its swept values ("data.r0.3", "size.L2d128", "sanity")."""
-    return study + ("." + "".join(f"{ABBREV[k]}{v}" for k, v in swept.items())
-                    if swept else "")
-
-
 def study_configs(params: dict, study: str) -> list[tuple[tuple, tuple]]:
     """(key, seeds) of a study's configurations, in dvc.yaml's order (models, then the swept
     values in the order of SWEEPS[study]); a key is (study, model, its swept values)."""
@@ -271,82 +75,6 @@ def settings(params: dict, study: str, values) -> dict:
     """A configuration's settings: the base, its study's `set`, its swept values."""
     m = params["modular"]
     return {**m["base"], **m["studies"][study]["set"], **dict(zip(SWEEPS[study], values))}
-
-
-# --- params ----------------------------------------------------------------------------------
-
-# The LMs a study builds from its (d_model, layers, heads)
-OWN_MODELS = ("lstm-std", "gpt-sin")
-
-
-def _model_names() -> tuple[str, ...]:
-    return OWN_MODELS
-
-
-def _prime(key, value) -> None:
-    integer(2, 1000)(key, value)
-    if any(value % q == 0 for q in range(2, int(math.isqrt(value)) + 1)):
-        fail(key, value, "a prime (every nonzero residue needs an inverse)")
-
-
-BASE = {
-    "p": _prime,
-    "orders": list_of(integer(2, 3)),
-    "operator": choice(*OPERATORS),
-    "r_train": number(0, 1, lo_open=True, hi_open=True),
-    "layers": integer(1, 64),
-    "d_model": integer(1),
-    "heads": integer(1),
-    "norm": choice("pre", "post"),
-    "dropout": number(0, 1, hi_open=True),
-    "lr": number(0, lo_open=True),
-    "warmup_frac": number(0, 1, hi_open=True),
-    "schedule": choice("constant", "linear"),
-    "beta2": number(0, 1, lo_open=True, hi_open=True),
-    "eps": number(0, lo_open=True),
-    "weight_decay": number(0),
-    "grad_clip": number(0),
-    "batch_size": integer(1),
-    "steps": integer(1),
-    "eval_every": integer(1),
-    "checkpoint_every": integer(1),
-}
-
-
-def _values(key, value) -> None:
-    if not isinstance(value, dict):
-        fail(key, value, "a mapping of params keys to values")
-    for k, v in value.items():
-        if k not in BASE:
-            raise ParamsError(f"{key}.{k}: unknown key; allowed: {', '.join(BASE)}")
-        BASE[k](f"{key}.{k}", v)
-
-
-def _sweep(study: str):
-    keys = SWEEPS[study]
-
-    def check(key, value) -> None:
-        if not isinstance(value, dict) or set(value) != set(keys):
-            fail(key, value, f"a mapping of {', '.join(keys)} to lists of values (the keys "
-                             f"train-modular-{study} expands over)" if keys else
-                             "{} (the study sweeps nothing; its `set` changes any key)")
-        for k in keys:
-            v = value[k]
-            if not isinstance(v, list) or not v:
-                fail(f"{key}.{k}", v, "a non-empty list")
-            for i, item in enumerate(v):
-                BASE[k](f"{key}.{k}[{i}]", item)
-            if len(set(v)) != len(v):
-                fail(f"{key}.{k}", v, "distinct values")
-    return check
-
-
-def _study_schema(study: str) -> dict:
-    s = {"models": list_of(lambda k, v: choice(*_model_names())(k, v)),
-         "seeds": list_of(integer(0)), "set": _values, "sweep": _sweep(study)}
-    if study == "compute":
-        s["budgets"] = list_of(number(0, 1, lo_open=True))
-    return s
 
 
 class ModularTask(Task):
@@ -458,31 +186,6 @@ class ModularTask(Task):
 
 
 TASK = ModularTask()
-
-
-def stages() -> list:
-    """A training stage per study: its models x the values it sweeps x its seeds, each run
-    scored on the full train and validation sets as it trains; then the attention maps of
-    the best run of modular.attention.study."""
-    from arithrepro.dvcfile import Stage, item, placeholders, ref, train_stage
-
-    out = []
-    for study in STUDIES:
-        s, keys = f"modular.studies.{study}", SWEEPS[study]
-        run = placeholders("modular", label(study, {k: item(k) for k in keys}), group=study)
-        matrix = {"model": ref(f"{s}.models"), **{k: ref(f"{s}.sweep.{k}") for k in keys},
-                  "seed": ref(f"{s}.seeds")}
-        params = ["modular.base", f"{s}.set"] + ([f"{s}.budgets"] if study == "compute" else [])
-        out.append(train_stage(f"train-modular-{study}", run, matrix, params, deps=[],
-                               outs=(str(run.record), str(run.curve)),
-                               family="train-modular"))
-    study = ref("modular.attention.study")
-    out.append(Stage("modular-attention", "modular-attention", "modular",
-                     params=["modular.base", f"modular.studies.{study}.set", "modular.attention"],
-                     outs=["plots/modular/attention"],
-                     deps=[str(records_dir("modular") / study), str(runs_dir("modular", study))],
-                     note="the attention maps of the best run of modular.attention.study"))
-    return out
 
 
 STAGES = Stages(

@@ -32,15 +32,6 @@ TAKES: dict[str, Takes] = {n: m.TAKES for n, m in MODULES.items()}
 GRID_TASKS: dict[str, GridTask] = {n: t for n, t in TASKS.items() if t.grid}
 
 
-def cells(params: dict) -> dict:
-    """{cell: runs.Run} of every training cell these params ask for, the benchmark's included
-    (Run.cell: the DVC stage that trains it)."""
-    from arithrepro import bench
-
-    return {run.cell: run for name, task in TASKS.items()
-            for run in [*task.runs(params), *(bench.runs(task, params) if task.grid else [])]}
-
-
 def records(name: str) -> list[str]:
     """The folders of a task's records (its report's and the summary's inputs)."""
     from arithrepro.runs import records_dir
