@@ -26,7 +26,7 @@ from pathlib import Path
 
 import submitit
 
-from arithrepro.repro import _clock
+from arithrepro.schedule import clock
 
 # a job that fails this many times in a row is given up (a preemption counts as a failure)
 RETRIES = 2
@@ -338,8 +338,8 @@ def follow(cells: list[Cell], submit, echo=print, at_once: int | None = None,
                 result = t.job.result()
                 how = "restored from the remote" if result["restored"] else "trained"
                 echo(f"      done      {t.cell.name} ({how}, job {t.job.job_id}, "
-                     f"{_clock(result['seconds'])})  ({done}/{len(cells)}, "
-                     f"{_clock(time.perf_counter() - t0)} so far)")
+                     f"{clock(result['seconds'])})  ({done}/{len(cells)}, "
+                     f"{clock(time.perf_counter() - t0)} so far)")
                 if on_done:
                     on_done(t.cell, result)
             elif t.attempt <= retries:
@@ -407,7 +407,9 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
     from dvc.repo import Repo
 
     from arithrepro.io import write_text
-    from arithrepro.repro import order_jobs, plan, slots, thread_env
+    from arithrepro.repro import plan
+    from arithrepro.schedule import order_jobs
+    from arithrepro.slots import slots, thread_env
 
     root = Path(Repo.find_root())
     remote = default_remote(root)
@@ -518,10 +520,10 @@ def submitter(kind: str, workdir: Path, options: dict[str, str], threads: int, g
 
 
 def _argv(stages: list[str], runs: dict, ensemble: bool) -> list[list[str]]:
-    from arithrepro.repro import _commands
+    from arithrepro.schedule import commands
 
     if ensemble:
-        return _commands(stages, runs)
+        return commands(stages, runs)
     return [["dvc", "repro", "--single-item", "--pull", stages[0]]]
 
 

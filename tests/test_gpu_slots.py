@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arithrepro.repro import gpu_slots, reproduce
+from arithrepro.repro import reproduce
+from arithrepro.slots import gpu_slots
 from tests.workspace import sh
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arithrepro.repro import Job, order_jobs, progress, run_jobs
+from arithrepro.schedule import Job, order_jobs, progress, run_jobs
 from tests.workspace import sh
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,7 +138,7 @@ def simulate(jobs, workers, ticks, failing=()):
 
 @pytest.fixture(autouse=True)
 def no_sleep(monkeypatch):
-    monkeypatch.setattr("arithrepro.repro.time.sleep", lambda s: None)
+    monkeypatch.setattr("arithrepro.schedule.time.sleep", lambda s: None)
 
 
 def concurrency(log):
@@ -278,7 +278,8 @@ def test_stages_run_in_one_worker_train_as_in_processes_of_their_own(tmp_path):
     give the bits that each gives in a fresh process."""
     import torch
 
-    from arithrepro.repro import Job, _Worker
+    from arithrepro.processes import Worker
+    from arithrepro.schedule import Job
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "DVC_NO_ANALYTICS": "1"}
     alone = _smoke_workspace(tmp_path / "alone")
@@ -287,7 +288,7 @@ def test_stages_run_in_one_worker_train_as_in_processes_of_their_own(tmp_path):
     for task, run in CELLS[:-1]:
         sh(["arithrepro", "train", "--task", task, run], alone, OMP_NUM_THREADS="1")
     want = _trained(alone)
-    worker = _Worker(env, None, cwd=together)
+    worker = Worker(env, None, cwd=together)
     try:
         for i, (task, run) in enumerate(CELLS):
             if i == len(CELLS) - 1:  # the first cell once more, after the others
@@ -362,7 +363,7 @@ def test_a_cut_short_lock_file_keeps_its_whole_entries(tmp_path):
     refuses."""
     from dvc.schema import COMPILED_LOCKFILE_SCHEMA
 
-    from arithrepro.repro import repair_lockfile
+    from arithrepro.lockfile import repair_lockfile
 
     second = LOCK.index("  train-x@")
     said = []
