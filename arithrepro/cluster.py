@@ -36,7 +36,7 @@ ENDED = {"FINISHED", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED",
 
 
 @dataclass
-class Cell:
+class Assignment:
     """One job's work: a training stage, or a configuration's seeds trained as one ensemble."""
 
     stages: list[str]
@@ -89,22 +89,22 @@ def snapshot(root: Path, into: Path, remote: str | None) -> Source:
                   local.read_text() if local.is_file() else None, remote)
 
 
-class CellFailed(RuntimeError):
+class AssignmentFailed(RuntimeError):
     """A command of a job exited non-zero (its output is in the job's log)."""
 
 
-class CellJob(submitit.helpers.Checkpointable):
+class AssignmentJob(submitit.helpers.Checkpointable):
     """What a job runs. Checkpointable: on a time limit or a preemption submitit sends the job
     again under its id, and the run resumes from its checkpoint."""
 
-    def __call__(self, cell: Cell, source: Source, workdir: str, env: dict) -> dict:
+    def __call__(self, assignment: Assignment, source: Source, workdir: str, env: dict) -> dict:
         import fcntl
 
-        checkout = Path(workdir) / "checkouts" / cell.folder
+        checkout = Path(workdir) / "checkouts" / assignment.folder
         checkout.parent.mkdir(parents=True, exist_ok=True)
         # a job sent again while the one it replaces still runs (a node the scheduler lost
         # track of) waits for it rather than sharing its checkout
-        with open(checkout.parent / f"{cell.folder}.lock", "w") as lock:
+        with open(checkout.parent / f"{assignment.folder}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             prepare(checkout, source)
             same_code(checkout)
@@ -112,17 +112,17 @@ class CellJob(submitit.helpers.Checkpointable):
                        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
             remote = ["--remote", source.remote] if source.remote else []
             began = time.time()
-            if cell.pulls:
-                _run(["dvc", "pull", *remote, *cell.pulls], checkout, run_env)
-            argv = cell.argv
-            if len(cell.stages) > 1 and set(cell.stages) <= cached(cell.stages, source.remote,
-                                                                     checkout):
-                # an ensemble an earlier job of this cell trained and pushed: restored
-                argv = [["dvc", "repro", "--single-item", "--pull", s] for s in cell.stages]
+            if assignment.pulls:
+                _run(["dvc", "pull", *remote, *assignment.pulls], checkout, run_env)
+            argv = assignment.argv
+            stages = assignment.stages
+            if len(stages) > 1 and set(stages) <= cached(stages, source.remote, checkout):
+                # an ensemble an earlier job of this assignment trained and pushed: restored
+                argv = [["dvc", "repro", "--single-item", "--pull", s] for s in assignment.stages]
             out = "".join(_run(a, checkout, run_env) for a in argv)
-            _run(["dvc", "push", "--run-cache", *remote, *cell.stages], checkout, run_env)
-        restored = [s for s in cell.stages if f"Stage '{s}' is cached - skipping run" in out]
-        return {"stages": cell.stages, "restored": restored, "seconds": time.time() - began}
+            _run(["dvc", "push", "--run-cache", *remote, *assignment.stages], checkout, run_env)
+        restored = [s for s in assignment.stages if f"Stage '{s}' is cached - skipping run" in out]
+        return {"stages": assignment.stages, "restored": restored, "seconds": time.time() - began}
 
 
 def _run(argv: list[str], cwd: Path, env: dict) -> str:
@@ -135,7 +135,7 @@ def _run(argv: list[str], cwd: Path, env: dict) -> str:
     print(proc.stdout, end="", flush=True)
     if proc.returncode:
         last = proc.stdout.strip().splitlines()[-1:] or [""]
-        raise CellFailed(f"`{' '.join(argv)}` exited {proc.returncode}: {last[0][:300]}")
+        raise AssignmentFailed(f"`{' '.join(argv)}` exited {proc.returncode}: {last[0][:300]}")
     return proc.stdout
 
 
@@ -146,7 +146,7 @@ def prepare(checkout: Path, source: Source) -> None:
 
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
     mark = json.dumps([source.commit, source.overlay])
-    if (checkout / ".git" / "arithrepro-source").is_file() and \
+    if (checkout / ".git" / "arithrepro-source").is_file() and\
             (checkout / ".git" / "arithrepro-source").read_text() == mark:
         return
     part = checkout.with_name(checkout.name + ".part")
@@ -181,7 +181,7 @@ def same_code(checkout: Path) -> None:
         for mine in sorted((checkout / folder).rglob("*.py")):
             theirs = installed / mine.relative_to(checkout)
             if not theirs.is_file() or theirs.read_bytes() != mine.read_bytes():
-                raise CellFailed(f"the installed arithrepro ({installed}) differs from the "
+                raise AssignmentFailed(f"the installed arithrepro ({installed}) differs from the "
                                  f"code this job checked out: {mine.relative_to(checkout)} "
                                  "(keep the code unchanged while the jobs run)")
 
@@ -291,28 +291,29 @@ def minutes_for(seconds: float | None) -> float:
 
 @dataclass
 class Tracked:
-    cell: Cell
+    assignment: Assignment
     job: object
     attempt: int = 1
     state: str = "PENDING"
 
 
-def follow(cells: list[Cell], submit, echo=print, at_once: int | None = None,
+def follow(assignments: list[Assignment], submit, echo=print, at_once: int | None = None,
            retries: int = RETRIES, poll_s: float = 2.0, on_done=None,
            record=None, grace_s: float = 15.0) -> list[str]:
-    """Submit `cells` (`submit(list of cells) -> jobs`, all at once or `at_once` at a time) and
-    follow them: a state change gets one line, a job that ends without its result is sent
+    """Submit `assignments` (`submit(a list of them) -> jobs`, all at once or `at_once` at a time)
+    and follow them: a state change gets one line, a job that ends without its result is sent
     again (it resumes from its checkpoint) up to `retries` times, then named as failed with its
-    log. `on_done(cell, result)` for each finished job; `record(tracked)` after each change.
-    Returns the failed cells' names."""
-    waiting, live, failed = list(cells), [], []
+    log. `on_done(assignment, result)` for each finished job; `record(tracked)` after each
+    change. Returns the failed assignments' names."""
+    waiting, live, failed = list(assignments), [], []
     t0 = time.perf_counter()
     done = 0
 
-    def send(batch: list[Cell], attempt: int = 1) -> None:
-        for cell, job in zip(batch, submit(batch)):
-            live.append(Tracked(cell, job, attempt))
-            echo(f"[{done + len(live)}/{len(cells)}] submitted {cell.name}: job {job.job_id}"
+    def send(batch: list[Assignment], attempt: int = 1) -> None:
+        for assignment, job in zip(batch, submit(batch)):
+            live.append(Tracked(assignment, job, attempt))
+            echo(f"[{done + len(live)}/{len(assignments)}] submitted {assignment.name}: "
+                 f"job {job.job_id}"
                  + (f" (attempt {attempt})" if attempt > 1 else ""))
 
     while waiting or live:
@@ -327,7 +328,7 @@ def follow(cells: list[Cell], submit, echo=print, at_once: int | None = None,
             raw = str(t.job.state or "UNKNOWN")   # SLURM's may carry more: "CANCELLED by 42"
             state = raw if raw in ENDED else raw.split()[0]
             if state != t.state and state not in ENDED:
-                echo(f"      {state.lower():9s} {t.cell.name} (job {t.job.job_id})")
+                echo(f"      {state.lower():9s} {t.assignment.name} (job {t.job.job_id})")
             t.state = state
             if state not in ENDED:
                 continue
@@ -337,18 +338,18 @@ def follow(cells: list[Cell], submit, echo=print, at_once: int | None = None,
                 done += 1
                 result = t.job.result()
                 how = "restored from the remote" if result["restored"] else "trained"
-                echo(f"      done      {t.cell.name} ({how}, job {t.job.job_id}, "
-                     f"{clock(result['seconds'])})  ({done}/{len(cells)}, "
+                echo(f"      done      {t.assignment.name} ({how}, job {t.job.job_id}, "
+                     f"{clock(result['seconds'])})  ({done}/{len(assignments)}, "
                      f"{clock(time.perf_counter() - t0)} so far)")
                 if on_done:
-                    on_done(t.cell, result)
+                    on_done(t.assignment, result)
             elif t.attempt <= retries:
-                echo(f"      failed    {t.cell.name} (job {t.job.job_id}): {why}; sent again "
+                echo(f"      failed    {t.assignment.name} (job {t.job.job_id}): {why}; sent again "
                      "(a run resumes from its checkpoint)")
-                send([t.cell], t.attempt + 1)
+                send([t.assignment], t.attempt + 1)
             else:
-                failed.append(t.cell.name)
-                echo(f"      FAILED {t.cell.name} (job {t.job.job_id}, attempt {t.attempt}): "
+                failed.append(t.assignment.name)
+                echo(f"      FAILED {t.assignment.name} (job {t.job.job_id}, attempt {t.attempt}): "
                      f"{why}; log: {t.job.paths.stdout}")
             if record:
                 record(live)
@@ -370,9 +371,10 @@ def _outcome(job, grace_s: float) -> str | None:
     if error is None:
         return None
     lines = [line for line in str(error).splitlines() if line.strip() and not line.startswith("-")]
-    cause = next((line for line in reversed(lines) if "CellFailed" in line or "Error" in line),
+    cause = next((line for line in reversed(lines)
+                  if "AssignmentFailed" in line or "Error" in line),
                  lines[-1] if lines else "failed")
-    return cause.split("CellFailed: ", 1)[-1].strip()
+    return cause.split("AssignmentFailed: ", 1)[-1].strip()
 
 
 def reproduce(kind: str, targets: tuple[str, ...] = (), ensemble: bool = False, echo=print,
@@ -423,45 +425,45 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
     env = thread_env(cpu, threads)
     names, upstream, pending, runs = plan(targets)
     jobs = order_jobs(names, upstream, pending, runs if ensemble else None)
-    cells_jobs = [j for j in jobs if j.stages[0] in runs]
-    if not cells_jobs:
+    training_jobs = [j for j in jobs if j.stages[0] in runs]
+    if not training_jobs:
         return run_here(targets, False)
-    training = {s for j in cells_jobs for s in j.stages}
+    training = {s for j in training_jobs for s in j.stages}
     # the stages the cells need, run here first: their outputs go to the remote for the jobs
     needs = {u for s in training for u in upstream[s]} - training
     if needs and run_here(tuple(sorted(needs)), False):
         return 1
     known = cached(sorted(training), remote)
-    todo = [j for j in cells_jobs if not set(j.stages) <= known]
-    for j in cells_jobs:   # an earlier submission's, whose command stopped before its end
+    todo = [j for j in training_jobs if not set(j.stages) <= known]
+    for j in training_jobs:   # an earlier submission's, whose command stopped before its end
         if j not in todo:
-            forget(workdir / "checkouts", Cell(j.stages, [], []).folder)
+            forget(workdir / "checkouts", Assignment(j.stages, [], []).folder)
     echo(f"{len(training)} training cells: {len(training) - len(known & training)} to run as "
          f"{kind} jobs" + (f", {len(known & training)} already in the remote's run cache"
                           if known & training else ""))
     if needs:
         _dvc(["push", *(["--remote", remote] if remote else []), *sorted(needs)], root)
-    seconds = projected({s: runs[s] for j in todo for s in j.stages}) \
+    seconds = projected({s: runs[s] for j in todo for s in j.stages})\
         if projected and todo else {}
     workdir.mkdir(parents=True, exist_ok=True)
     source = snapshot(root, workdir, remote)
-    cells = [Cell(j.stages, _argv(j.stages, runs, len(j.stages) > 1),
+    assignments = [Assignment(j.stages, _argv(j.stages, runs, len(j.stages) > 1),
                   sorted({u for s in j.stages for u in upstream[s]} - set(j.stages)),
                   sum(seconds.get(s, 0) for s in j.stages) or None) for j in todo]
     submit = submitter(kind, workdir, options or {}, threads, gpu, source, env)
 
     def record(live):
         write_text(workdir / "jobs.json", json.dumps(
-            {t.cell.stages[0]: {"job": t.job.job_id, "attempt": t.attempt, "state": t.state,
+            {t.assignment.stages[0]: {"job": t.job.job_id, "attempt": t.attempt, "state": t.state,
                                 "log": str(t.job.paths.stdout)} for t in live}, indent=1))
 
-    def finished(cell: Cell, result: dict) -> None:
-        forget(workdir / "checkouts", cell.folder)
+    def finished(assignment: Assignment, result: dict) -> None:
+        forget(workdir / "checkouts", assignment.folder)
 
-    failed = follow(cells, submit, echo, at_once=workers if kind == "local" else None,
+    failed = follow(assignments, submit, echo, at_once=workers if kind == "local" else None,
                     retries=retries, poll_s=poll_s, on_done=finished, record=record)
     if failed:
-        echo(f"{len(failed)} of {len(cells)} jobs failed; the others are in the remote. "
+        echo(f"{len(failed)} of {len(assignments)} jobs failed; the others are in the remote. "
              "The same command again sends only what is missing.")
         return 1
     echo("collecting: dvc repro --pull, stage by stage")
@@ -469,7 +471,8 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
 
 
 def forget(checkouts: Path, folder: str) -> None:
-    """A cell's checkout, once the remote holds its outputs; kept while a job holds its lock."""
+    """An assignment's checkout, once the remote holds its outputs; kept while a job holds its
+    lock."""
     import fcntl
 
     lock = checkouts / f"{folder}.lock"
@@ -488,15 +491,15 @@ def forget(checkouts: Path, folder: str) -> None:
 def submitter(kind: str, workdir: Path, options: dict[str, str], threads: int, gpu: bool,
               source: Source, env: dict):
     """`submit(cells) -> jobs`, in the cells' order: one array per stage family (SLURM: one
-    sbatch with --array), its time limit its longest cell's."""
+    sbatch with --array), its time limit its longest assignment's."""
     from arithrepro.checkout import working_dir
 
-    job = CellJob()
+    job = AssignmentJob()
 
-    def submit(batch: list[Cell]):
-        families: dict[str, list[Cell]] = {}
-        for cell in batch:
-            families.setdefault(cell.stages[0].split("@")[0], []).append(cell)
+    def submit(batch: list[Assignment]):
+        families: dict[str, list[Assignment]] = {}
+        for assignment in batch:
+            families.setdefault(assignment.stages[0].split("@")[0], []).append(assignment)
         made = {}
         for group in families.values():
             longest = max((c.seconds or 0 for c in group), default=0) or None

@@ -29,13 +29,13 @@ def train(task, runs: list[Run], params: dict, where: Placement, rank: int = 0,
     """Fit `runs` and write each one's model.pt, train.json and, for a task scored as it
     trains, its record; returns their summaries ([] on a DDP rank other than 0: only rank 0
     writes). One run trains as itself; several, one configuration at several seeds, train as
-    one Ensemble (arithrepro/ensemble.py), each copy built, fed and validated as its own run.
+    one Ensemble (arithrepro/stacking.py), each copy built, fed and validated as its own run.
     `checkpoint` holds them while they train (default: the first run's) and is resumed from.
     A copy whose loss became non-finite writes nothing: once the others are written,
     NonFiniteLoss names it."""
     from dataclasses import replace
 
-    from arithrepro.ensemble import ensemble, padding, stacked_batches
+    from arithrepro.stacking import ensemble, padding, stacked_batches
     from arithrepro.live import Series
     from arithrepro.models.registry import spec_of
     from arithrepro.observers import NonFiniteLoss

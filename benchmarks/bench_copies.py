@@ -65,7 +65,7 @@ def retran(E: int, B: int, T: int, device):
     """(E ReTran models at expr's medium size, one batch without padding): the copies form
     runs them as one ensemble (its layers ReTranCopies), the plain one model by model (each
     its FusedLayer); the embedding and head around the core run both ways alike."""
-    from arithrepro.ensemble import Ensemble
+    from arithrepro.stacking import Ensemble
     from arithrepro.models.registry import build_model
 
     size = {"d_model": 32, "d_ff": 128, "d_sa": 32, "layers": 4, "heads": 8}

@@ -1,4 +1,4 @@
-"""E runs of one configuration trained as one Ensemble (arithrepro/ensemble.py) against the same
+"""E runs of one configuration trained as one Ensemble (arithrepro/stacking.py) against the same
 E runs trained one after another, in this process on this machine: the training loop's step
 (fit, through the estimate command's clock) of one cell per model of every task at the params'
 sizes, built as `arithrepro estimate` builds them (no data files). Both sides run the same
@@ -30,7 +30,7 @@ def cells(params: dict, only: str = "") -> list:
 def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
                    only: str = "") -> list[dict]:
     from arithrepro.config import resolve_graphs
-    from arithrepro.ensemble import CopiesBatches, Ensemble, padding
+    from arithrepro.stacking import CopiesBatches, Ensemble, padding
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import spec_of
     from arithrepro.device import resolve_device

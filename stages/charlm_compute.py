@@ -49,7 +49,7 @@ def charlm_compute(params_path: str) -> None:
             size = {k: v for k, v in arch.items() if k != "model"}
             torch.manual_seed(0)
             net = build_model(arch["model"], size, dropout=0.0,
-                              **TASK.dims({"vocab_size": vocab.size, "seq_length": T})).to(device)
+                              **TASK.dims({"vocab_size": len(vocab), "seq_length": T})).to(device)
             context = T if MODELS[arch["model"]].context == "max_len" else None
             rows.append({"model": name, "arch": arch["model"], "params": count_params(net),
                          "layers": size["layers"], "d_model": size["d_model"], "T": T,

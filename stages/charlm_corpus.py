@@ -30,7 +30,7 @@ def charlm_corpus(params_path: str) -> None:
     out = data_dir("charlm")
     write_text(out / "corpus.txt", text)
     write_json(out / "meta.json", {"source": c["source"], "path": c["path"], "chars": len(text),
-                                   "vocab": vocab.chars, "vocab_size": vocab.size,
+                                   "vocab": vocab.chars, "vocab_size": len(vocab),
                                    "sha256": hashlib.sha256(text.encode()).hexdigest()})
-    done(f"charlm-corpus: {len(text):,} characters of {c['source']} text, {vocab.size} distinct "
+    done(f"charlm-corpus: {len(text):,} characters of {c['source']} text, {len(vocab)} distinct "
          f"-> {out}")

@@ -17,7 +17,7 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     """Train RUN, one run of the task (<model>-<label>-<seed>: gpt-small-0,
     lstm-std-data.r0.3-0, rnn-s20-0; each is a cell of a train stage in dvc.yaml), resuming from
     its checkpoint if it was cut short. Several RUNs of one configuration that differ in their
-    seed alone train as one ensemble (arithrepro/ensemble.py), each written as if it
+    seed alone train as one ensemble (arithrepro/stacking.py), each written as if it
     had trained alone; their shared checkpoint is the first run's checkpoint.pt.
 
     Reads params: device, precision, compile, graphs, cpu and what the task reads of the run (dvc.yaml's

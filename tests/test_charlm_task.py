@@ -123,7 +123,7 @@ def test_file_source(tmp_path):
 def test_vocab_is_sorted_and_round_trips():
     text = "cab\nba c"
     v = Vocab.of(text)
-    assert v.chars == sorted(set(text)) and v.size == 5
+    assert v.chars == sorted(set(text)) and len(v) == 5
     assert v.decode(v.encode(text)) == text
     with pytest.raises(ValueError, match="charlm.sample.prompt: .*'xz'"):
         v.encode("zax", "charlm.sample.prompt")
@@ -335,13 +335,13 @@ def test_a_random_start_token_from_the_seed_and_the_sources_lengths():
     rnn, gpt = charlm.TASK.runs(params)
     got = {}
     for run in (rnn, gpt):
-        net = _untrained(params, run, vocab.size)
+        net = _untrained(params, run, len(vocab))
         prompt, drawn, rule = charlm_sampling.draw_sample(net, run, params, vocab)
         again = charlm_sampling.draw_sample(net, run, params, vocab)
         assert torch.equal(prompt, again[0]) and torch.equal(drawn, again[1])   # seeded
         assert rule == "softmax" and len(prompt) == 1
         got[run.model] = (prompt, drawn)
-    start = torch.randint(vocab.size, (1,), generator=torch.Generator().manual_seed(7))
+    start = torch.randint(len(vocab), (1,), generator=torch.Generator().manual_seed(7))
     assert got["rnn"][0].tolist() == got["transformer-1"][0].tolist() == start.tolist()
     assert len(got["rnn"][0]) + len(got["rnn"][1]) == 100
     assert len(got["transformer-1"][0]) + len(got["transformer-1"][1]) == 101
@@ -355,7 +355,7 @@ def test_a_string_prompt_and_a_set_length_still_serve():
     vocab = Vocab.of("the cat sat on a mat")
     params = _sample_params(["gru"], prompt="the cat", chars=12)
     (run,) = charlm.TASK.runs(params)
-    prompt, drawn, rule = charlm_sampling.draw_sample(_untrained(params, run, vocab.size), run, params,
+    prompt, drawn, rule = charlm_sampling.draw_sample(_untrained(params, run, len(vocab)), run, params,
                                              vocab)
     assert vocab.decode(prompt) == "the cat" and len(drawn) == 12 and rule == "greedy"
 
@@ -369,7 +369,7 @@ def test_the_greedy_rule_is_argmax_decoding(model):
     vocab = Vocab([chr(65 + i) for i in range(13)])
     params = _sample_params([model], prompt="ABC", chars=12, rule={model: "greedy"})
     (run,) = charlm.TASK.runs(params)
-    net = _untrained(params, run, vocab.size)
+    net = _untrained(params, run, len(vocab))
     prompt, drawn, rule = charlm_sampling.draw_sample(net, run, params, vocab)
     want = greedy_decode(net, prompt.view(1, -1), torch.tensor([3]), 12, stop_id=-1)[0]
     assert rule == "greedy" and drawn.tolist() == want.tolist()
@@ -404,10 +404,10 @@ def test_the_sample_stage_writes_each_runs_rule(tmp_path, models):
         _, vocab, _ = charlm_corpus.read_corpus(Path("data/charlm"))
         for run in charlm.TASK.runs(params):
             model, size = run.config.architecture["model"], thaw(run.config.architecture["size"])
-            net = _untrained(params, run, vocab.size)
+            net = _untrained(params, run, len(vocab))
             run.files.dir.mkdir(parents=True)
             torch.save({"model": model, "size": size, "dropout": 0.0,
-                        "dims": {"vocab_size": vocab.size, "max_len": 16, "pad_id": -1},
+                        "dims": {"vocab_size": len(vocab), "max_len": 16, "pad_id": -1},
                         "state_dict": net.state_dict()}, run.files.dir / "model.pt")
         result = CliRunner().invoke(charlm_sample, [])
         assert result.exit_code == 0, result.output

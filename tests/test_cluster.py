@@ -80,8 +80,8 @@ def test_a_job_killed_mid_training_is_sent_again_and_the_collection_equals_the_s
     assert "resumed at step" in logs, logs[-3000:]
     assert out.count("(trained, job") == len(CELLS), out
     # collected: the cells restored from the run cache, the rest run here
-    for cell in CELLS:
-        assert f"Stage 'train-looped@{cell}' is cached - skipping run" in out, out
+    for assignment in CELLS:
+        assert f"Stage 'train-looped@{assignment}' is cached - skipping run" in out, out
     assert "Running stage 'train-looped@" not in out, out
     assert outputs(ws) == outputs(smoke_first_run.saved)
     assert not leftovers(ws), leftovers(ws)
@@ -136,7 +136,7 @@ def test_slurm_options_are_checked_before_anything_runs(tmp_path):
     ws = make_clone(tmp_path / "ws")
     sh(["dvc", "remote", "add", "-d", "store", str(tmp_path / "store")], ws)
     # on a cluster's login node srun is there, and the first would submit
-    no_srun = [(["--executor", "slurm"], 'Could not detect "srun"')] \
+    no_srun = [(["--executor", "slurm"], 'Could not detect "srun"')]\
         if shutil.which("srun") is None else []
     for args, said in [*no_srun,
                        (["--executor", "slurm", "--slurm", "cpus_per_task=two"],
@@ -208,7 +208,7 @@ class FakeJob:
 
 
 def test_follow_sends_a_failed_job_again_then_gives_up_naming_its_log(tmp_path):
-    cells = [cluster.Cell([f"train-x@c-{i}"], [], []) for i in range(3)]
+    assignments = [cluster.Assignment([f"train-x@c-{i}"], [], []) for i in range(3)]
     plan = {"train-x@c-0": [True], "train-x@c-1": [False, True], "train-x@c-2": [False] * 3}
     most = []
 
@@ -219,7 +219,7 @@ def test_follow_sends_a_failed_job_again_then_gives_up_naming_its_log(tmp_path):
         return [FakeJob(tmp_path, plan[c.stages[0]].pop(0)) for c in batch]
 
     lines = []
-    failed = cluster.follow(cells, submit, lines.append, at_once=2, retries=2, poll_s=0,
+    failed = cluster.follow(assignments, submit, lines.append, at_once=2, retries=2, poll_s=0,
                             grace_s=0)
     assert failed == ["train-x@c-2"]
     text = "\n".join(lines)
@@ -233,7 +233,7 @@ def test_follow_sends_a_failed_job_again_then_gives_up_naming_its_log(tmp_path):
 def test_a_job_refuses_code_other_than_its_checkout(tmp_path):
     (tmp_path / "arithrepro").mkdir()
     (tmp_path / "arithrepro" / "cluster.py").write_text("# not the installed file\n")
-    with pytest.raises(cluster.CellFailed, match=r"arithrepro/cluster.py \(keep the code"):
+    with pytest.raises(cluster.AssignmentFailed, match=r"arithrepro/cluster.py \(keep the code"):
         cluster.same_code(tmp_path)
 
 
@@ -256,7 +256,7 @@ def test_the_snapshot_carries_uncommitted_files_and_deletions(tmp_path):
     (ws / "edited.txt").write_text("c3")   # an edit after submission reaches no job
     cluster.prepare(tmp_path / "co", source)
     co = tmp_path / "co"
-    assert {p.name: p.read_text() for p in co.glob("*.txt")} == \
+    assert {p.name: p.read_text() for p in co.glob("*.txt")} ==\
         {"kept.txt": "a", "edited.txt": "c2", "new.txt": "d", "staged.txt": "e"}
     # a later submission's checkout keeps the runs' checkpoints
     (co / "runs" / "t").mkdir(parents=True)
@@ -272,13 +272,13 @@ def test_each_stage_family_is_one_array_with_its_longest_cells_time(tmp_path):
     another family gets its own; the jobs come back in the cells' order."""
     from submitit.slurm.test_slurm import mocked_slurm
 
-    cells = [cluster.Cell(["train-expr@gpt-small-0"], [], [], 600.0),
-             cluster.Cell(["train-looped@standard-notebook-0"], [], [], 60.0),
-             cluster.Cell(["train-expr@lstm-small-0"], [], [], 3600.0)]
+    assignments = [cluster.Assignment(["train-expr@gpt-small-0"], [], [], 600.0),
+             cluster.Assignment(["train-looped@standard-notebook-0"], [], [], 60.0),
+             cluster.Assignment(["train-expr@lstm-small-0"], [], [], 3600.0)]
     source = cluster.Source(str(tmp_path), "0" * 40, str(tmp_path))
     with mocked_slurm():
         jobs = cluster.submitter("slurm", tmp_path, {"partition": "gpu"}, 2, True, source,
-                                 {})(cells)
+                                 {})(assignments)
     arrays = [j.job_id.split("_")[0] for j in jobs]
     assert arrays[0] == arrays[2] != arrays[1], arrays
     scripts = {a: next(tmp_path.glob(f"jobs/{a}_*submission.sh")).read_text() for a in arrays}

@@ -132,7 +132,7 @@ def _cuda_fit(name, graphs, tmp_path, optimizer="lamb", copies=0):
     """fit on the tiny expr splits moved to the GPU, dropout off; an ensemble of `copies`."""
     from dataclasses import replace
 
-    from arithrepro.ensemble import CopiesBatches, Ensemble
+    from arithrepro.stacking import CopiesBatches, Ensemble
     from arithrepro.models.registry import MODELS
     from arithrepro.train.config import TrainConfig
     from arithrepro.train.loop import fit

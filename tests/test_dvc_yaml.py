@@ -84,7 +84,7 @@ def test_an_evaluation_runs_no_training_code(task):
     model changed: the evaluate stage writes its record without the runner or the loop."""
     files = set(code_files(ROOT, "evaluate", task))
     assert "arithrepro/records.py" in files
-    assert not {"arithrepro/runner.py", "arithrepro/ensemble.py"} & files
+    assert not {"arithrepro/runner.py", "arithrepro/stacking.py"} & files
     # of train/, only what a task's data is made of (its batches) and a run's settings
     assert {f for f in files if f.startswith("arithrepro/train/")} <= {
         "arithrepro/train/batches.py", "arithrepro/train/config.py"}

@@ -1,4 +1,4 @@
-"""Ensembles (arithrepro/ensemble.py): E copies trained as one stacked model.
+"""Ensembles (arithrepro/stacking.py): E copies trained as one stacked model.
 
 Exactness: without dropout, each copy of an ensemble trained on its own batches ends with the
 weights its standalone run ends with (float tolerance), for every registered model and for each
@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from arithrepro.ensemble import CopiesBatches, Ensemble, attention_kernels, stack_inputs
+from arithrepro.stacking import CopiesBatches, Ensemble, attention_kernels, stack_inputs
 from arithrepro.models.registry import MODELS, build_model
 from arithrepro.observers import NonFiniteLoss
 from arithrepro.train.config import TrainConfig

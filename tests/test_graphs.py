@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from arithrepro.ensemble import CopiesBatches, Ensemble
+from arithrepro.stacking import CopiesBatches, Ensemble
 from arithrepro.models.registry import MODELS
 from arithrepro.train.config import TrainConfig
 from arithrepro.train.ensembles import ensemble_of

@@ -114,7 +114,7 @@ def test_loss_is_the_per_sample_mean_and_accuracy_needs_every_token():
     v = Vocab(5, "+")
     tokens, _ = sequences(5, [2], "+")
     x, y, mask = inputs_targets(tokens[:3], v)
-    logits = torch.zeros(3, 6, v.size)
+    logits = torch.zeros(3, 6, len(v))
     for i in range(3):
         logits[i, 4, y[i, 4]] = 5.0        # r right for all three
         logits[i, 5, v.eos] = 5.0 if i != 1 else -5.0  # EOS wrong for the second

@@ -115,3 +115,26 @@ def test_each_word_of_the_design_has_one_row_and_the_code_keeps_to_it():
                    and isinstance(n.value, str) and n.value.startswith("--") for s in [n.value]}
         assert not banned & names, (path.name, banned & names)
         assert not {f"--{w}" for w in banned} & options, path.name
+def test_a_cell_is_only_dvcs_and_a_size_only_a_models():
+    """"cell" names DVC's stage x matrix item only: no class outside the models (a recurrent
+    cell) is called one; "size" names a model's size only: nothing the code builds (an
+    ensemble, a vocabulary) keeps a count under that name (an ensemble's is `members`, a
+    vocabulary's its len())."""
+    for path in _code():
+        tree = ast.parse(path.read_text())
+        if "models" not in path.parts:
+            cells = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+                     and "cell" in n.name.lower()}
+            assert not cells, (path.name, cells)
+        sizes = [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                 for e in (t.elts if isinstance(t, ast.Tuple) else [t])
+                 if (isinstance(e, ast.Attribute) and e.attr == "size")
+                 or (isinstance(e, ast.Name) and e.id == "size"
+                     and any(isinstance(c, ast.ClassDef) and n in c.body for c in ast.walk(tree)))]
+        assert not sizes, (path.name, sizes)
+    funcs = {n.name for path in _code() for n in ast.walk(ast.parse(path.read_text()))
+             if isinstance(n, ast.FunctionDef) and n.name == "size"}
+    assert not funcs
+
+

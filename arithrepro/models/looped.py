@@ -50,7 +50,7 @@ class PositionClassifier(nn.Module, SharedDraw):
 
     def shared_draw(self, pairs: torch.Tensor) -> dict:
         """The loop count of a training forward, drawn once for an ensemble's copies
-        (arithrepro/ensemble.py)."""
+        (arithrepro/stacking.py)."""
         return {"loops": self.loops(pairs.size(1))} if self.loop_offset is not None else {}
 
     def forward(self, pairs: torch.Tensor, loops: int | None = None) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The fused recurrences (recurrence.py) for an ensemble's copies (arithrepro/ensemble.py): the
+"""The fused recurrences (recurrence.py) for an ensemble's copies (arithrepro/stacking.py): the
 same equations and hand-written backward through time, every weight and state with a leading
 copy dimension E, so that each step runs once for all copies (batched matmuls) instead of once
 per copy.

@@ -1,4 +1,4 @@
-"""ReTran's fused layer (retran_fused.py) for an ensemble's copies (arithrepro/ensemble.py): the
+"""ReTran's fused layer (retran_fused.py) for an ensemble's copies (arithrepro/stacking.py): the
 same forward and hand-written backward through time with a copy dimension E beside the batch,
 so that each step runs once for all copies. Attention over the cache is per (copy, row, head)
 and batches them all; the projections batch the copies' own weights (bmm); the LayerNorms

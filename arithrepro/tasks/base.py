@@ -3,10 +3,9 @@ around it (stages/, train/, decoding.py) is shared.
 
 Every task (`Task`) provides:
     name, forms (the forms of samples it offers its models, models/forms.py: tokens,
-    digit-tokens, pairs; a model meets it directly or through an adapter),
-    decodes (it generates token by token, so its models must declare `decodes`)
+    digit-tokens, pairs; a model meets it directly or through an adapter)
     params_schema()                      its params.yaml block (resolved values)
-    dims(setting) -> dict                the model builder's task-dependent arguments
+    dims(values) -> dict                 the model builder's task-dependent arguments
 and may override check_params(params) (checks across keys) and precision (the source's).
 
 A grid task (`GridTask`: expr, abacus, looped) runs as train/evaluate cells over
@@ -112,9 +111,9 @@ class Task(ABC):
         """Checks across keys, after every block passed its schema; ParamsError if one fails."""
 
     @abstractmethod
-    def dims(self, setting: dict) -> dict:
-        """The model builder's task-dependent arguments (vocab_size, max_len, pad_id, ...) for
-        one setting: the params of a grid task, one run's configuration of the others."""
+    def dims(self, values: dict) -> dict:
+        """The model builder's task-dependent arguments (vocab_size, max_len, pad_id, ...) from
+        `values`: the params of a grid task, a configuration's settings of the others."""
 
     @abstractmethod
     def listed(self, params: dict) -> list[tuple[tuple, tuple]]:

@@ -112,9 +112,9 @@ class CharLMTask(Task):
                 raise ParamsError(f"charlm.attention.prompt: {len(prompt)} characters, longer "
                                   f"than {c.name}'s block of {block}")
 
-    def dims(self, setting: dict) -> dict:
-        """setting: {vocab_size: the corpus's, seq_length: the run's}."""
-        return {"vocab_size": setting["vocab_size"], "max_len": setting["seq_length"],
+    def dims(self, values: dict) -> dict:
+        """values: {vocab_size: the corpus's, seq_length: the run's}."""
+        return {"vocab_size": values["vocab_size"], "max_len": values["seq_length"],
                 "pad_id": -1}  # no padding
 
     def listed(self, params: dict) -> list[tuple[tuple, tuple]]:
@@ -161,7 +161,7 @@ class CharLMTask(Task):
                                s["train"]["batch_size"], 1, run.seed, device,
                                steps=sched["steps"])
         return Data(batches, (lambda idx: Chunks.batch(chunks.val, idx), len(chunks.val)),
-                    architecture={"dims": {"vocab_size": vocab.size}, "vocab": vocab.chars},
+                    architecture={"dims": {"vocab_size": len(vocab)}, "vocab": vocab.chars},
                     files=files,
                     notes={"train_chunks": len(chunks.train), "val_chunks": len(chunks.val)})
 

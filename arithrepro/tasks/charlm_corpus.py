@@ -189,8 +189,7 @@ class Vocab:
     def of(cls, text: str) -> "Vocab":
         return cls(sorted(set(text)))
 
-    @property
-    def size(self) -> int:
+    def __len__(self) -> int:
         return len(self.chars)
 
     def encode(self, text: str, key: str = "text"):

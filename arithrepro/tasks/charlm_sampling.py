@@ -36,7 +36,7 @@ def sample_prompt(s: dict, vocab: Vocab, generator):
     import torch
 
     if s["prompt"] is None:
-        return torch.randint(vocab.size, (1,), generator=generator)
+        return torch.randint(len(vocab), (1,), generator=generator)
     return vocab.encode(s["prompt"], "charlm.sample.prompt")
 
 

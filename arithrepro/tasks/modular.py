@@ -117,7 +117,7 @@ class ModularTask(Task):
 
     def dims(self, config: dict) -> dict:
         v = Vocab(config["p"], config["operator"])
-        return {"vocab_size": v.size, "max_len": 2 * max(config["orders"]) + 2, "pad_id": v.pad}
+        return {"vocab_size": len(v), "max_len": 2 * max(config["orders"]) + 2, "pad_id": v.pad}
 
     def listed(self, params: dict) -> list[tuple[tuple, tuple]]:
         return [item for study in STUDIES for item in study_configs(params, study)]

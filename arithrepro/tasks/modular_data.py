@@ -20,7 +20,9 @@ class Vocab:
     def __init__(self, p: int, operator: str):
         self.p, self.operator = p, operator
         self.op, self.eq, self.bos, self.eos, self.pad = range(p, p + 5)
-        self.size = p + 5
+
+    def __len__(self) -> int:
+        return self.p + 5
 
     def tokens(self) -> list[str]:
         return [str(i) for i in range(self.p)] + [self.operator, "=", "BOS", "EOS", "PAD"]

@@ -1,5 +1,5 @@
 """What the loop trains, as an ensemble: one model is an ensemble of one (`Single`), an
-Ensemble (arithrepro/ensemble.py) is E copies stacked and run as one program (`Stacked`). The
+Ensemble (arithrepro/stacking.py) is E copies stacked and run as one program (`Stacked`). The
 loop, the steps and the checkpoint see copy-stacked batches (a leading copy dimension: (E, B,
 ...)) and per-copy losses (E,), states, curves and observers, and ask the ensemble for what
 differs between the two:
@@ -20,7 +20,7 @@ import copy
 
 import torch
 
-from arithrepro.ensemble import Ensemble
+from arithrepro.stacking import Ensemble
 from arithrepro.train.batches import micro_batches
 from arithrepro.train.losses import gathered_loss, masked_loss, outputs
 
@@ -34,7 +34,7 @@ class _Kind:
 
 
 class Single(_Kind):
-    size = 1
+    members = 1
     stacked = False
     reduce = staticmethod(gathered_loss)
 
@@ -87,7 +87,7 @@ class Stacked(_Kind):
     reduce = staticmethod(masked_loss)
 
     def __init__(self, model: Ensemble):
-        self.model, self.template, self.size = model, model.template, model.size
+        self.model, self.template, self.members = model, model.template, model.members
 
     def stack(self, x, y, mask) -> tuple:
         return x, y, mask  # CopiesBatches stacks them
@@ -123,9 +123,9 @@ class Stacked(_Kind):
     def per_copy(self, value, name: str) -> list:
         """One value per copy: a list of them, or one value every copy shares."""
         if not isinstance(value, list):
-            return [value] * self.size
-        if len(value) != self.size:
-            raise ValueError(f"{name}: {len(value)} for an ensemble of {self.size} copies")
+            return [value] * self.members
+        if len(value) != self.members:
+            raise ValueError(f"{name}: {len(value)} for an ensemble of {self.members} copies")
         return value
 
     def result(self, results: list) -> list:

@@ -54,7 +54,7 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     ck = Checkpoint(checkpoint, fingerprint, rank)
     resumed = ck.resume(parts, track.states)
     parts.place_rates(cfg)  # a resumed optimizer's rates come back from the host
-    track.tell("start", track.states, [resumed] * ens.size)
+    track.tell("start", track.states, [resumed] * ens.members)
     try:
         model.train()
         while track.step < total:

@@ -64,7 +64,7 @@ class Tracker:
     def __init__(self, ens, cfg: TrainConfig, total: int, valid, series, observers: tuple,
                  rank: int, world: int, progress: bool):
         self.ens, self.cfg = ens, cfg
-        self.copies = range(ens.size)
+        self.copies = range(ens.members)
         self.states = [State() for _ in self.copies]
         self.valids = ens.per_copy(valid, "valid")
         sinks = ens.per_copy(series, "series")

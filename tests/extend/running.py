@@ -52,9 +52,9 @@ class RunningTask(Task):
                          "batch_size": integer(1), "steps": integer(1),
                          "eval_every": integer(1)}}
 
-    def dims(self, setting: dict) -> dict:
-        return {"vocab_size": setting["modulus"] + 1, "max_len": setting["length"],
-                "pad_id": setting["modulus"]}
+    def dims(self, values: dict) -> dict:
+        return {"vocab_size": values["modulus"] + 1, "max_len": values["length"],
+                "pad_id": values["modulus"]}
 
     def listed(self, params: dict) -> list[tuple[tuple, tuple]]:
         p = params["running"]

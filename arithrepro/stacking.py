@@ -50,7 +50,7 @@ class Ensemble(nn.Module, hooks.GateBlocks):
             if type(other) is not type(first) or list(theirs) != names or any(
                     theirs[n].shape != p.shape for n, p in first.named_parameters()):
                 raise ValueError(f"ensemble copy {i}: not the same architecture as copy 0")
-        self.size = len(copies)
+        self.members = len(copies)
         self.names = names
         self.stacked = nn.ParameterList(
             nn.Parameter(torch.stack([dict(c.named_parameters())[n].detach() for c in copies]))
@@ -107,7 +107,7 @@ class Ensemble(nn.Module, hooks.GateBlocks):
         gate matrix holds 4): LAMB's trust ratio per copy and, within one, per gate."""
         ids = {id(p): n for n, p in self.template.named_parameters()}
         per_copy = {ids[id(p)]: k for p, k in hooks.lamb_blocks(self.template).items()}
-        return {p: self.size * per_copy.get(n, 1) for n, p in zip(self.names, self.stacked)}
+        return {p: self.members * per_copy.get(n, 1) for n, p in zip(self.names, self.stacked)}
 
     @torch.no_grad()
     def state_of(self, i: int) -> dict:
