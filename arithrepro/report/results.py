@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from arithrepro.report.tables import configurations, format_mean
+from arithrepro.report.tables import by_configuration, format_mean
 
 README_START = "<!-- results: written by `arithrepro results --readme` from docs/results.json; edit nothing here -->"
 README_END = "<!-- /results -->"
@@ -39,7 +39,7 @@ def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
         if sizes:
             rows = rows[[re.search(sizes, s) is not None for s in rows["size"]]]
         out = []
-        for (model, size), runs in configurations(rows):
+        for (model, size), runs in by_configuration(rows):
             entry = {"model": model, "size": size, "n": int(len(runs))}
             kept = [m for m in metrics if m in runs]
             entry["seeds"] = {int(row["seed"]): {m: float(row[m]) for m in kept if pd.notna(row[m])}

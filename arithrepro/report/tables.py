@@ -190,7 +190,7 @@ def headline_json(df: pd.DataFrame, headline: dict) -> dict:
         rows = df[df["task"] == task]
         if sizes:
             rows = rows[[re.search(sizes, size) is not None for size in rows["size"]]]
-        for (model, size), runs in configurations(rows):
+        for (model, size), runs in by_configuration(rows):
             entry = {}
             for m in metrics:
                 values = [float(v) for v in runs[m].dropna()] if m in runs else []
@@ -241,13 +241,13 @@ def markdown_table(df: pd.DataFrame, task: str, metrics: list[str]) -> str:
     if unknown:
         raise ValueError(f"task {task!r}: no metric {', '.join(unknown)} in the run records")
     header = ["model", "size", "params", "seeds", *metrics]
-    body = [_table_row(runs, metrics) for _, runs in configurations(rows)]
+    body = [_table_row(runs, metrics) for _, runs in by_configuration(rows)]
     note = ("Mean ± sample standard deviation (n − 1) over seeds; "
             "a configuration with a single seed shows its value alone.")
     return f"### {task}\n\n{note}\n\n{_render(header, body)}\n"
 
 
-def configurations(rows: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
+def by_configuration(rows: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
     """Each configuration's runs (model, size: a run without its seed), ordered by model and
     then by parameter count."""
     rank = {size: i for i, size in enumerate(size_order(rows))}
@@ -341,7 +341,7 @@ def by_suffix_table(rows: pd.DataFrame, prefix: str, label: str, title: str, not
     names = [m for m in metric_names(rows) if m.startswith(prefix) and m[len(prefix):].isdigit()
              and rows[m].notna().any()]
     names.sort(key=lambda m: int(m[len(prefix):]))
-    groups = configurations(rows)
+    groups = by_configuration(rows)
     header = [label] + [f"{model} {size}" for (model, size), _ in groups]
     body = [[m[len(prefix):]] + [format_stat(m, [float(v) for v in group[m].dropna()])
                                  for _, group in groups] for m in names]
