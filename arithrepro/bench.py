@@ -64,11 +64,13 @@ def pairs() -> list[tuple[str, str]]:
 def configs(task, params: dict) -> list[Config]:
     """The benchmark's configurations of `task` these params ask for (each model across at its
     bench.sizes size, over bench.seeds: none while bench.seeds is empty); like Task.configs,
-    given params read through `params_reads.unrecorded`."""
+    listing them reads the lists that name them, not their values."""
     from arithrepro.tasks.registry import cross_models
 
-    b = params["bench"]
-    return [task.config(params, m, b["sizes"][m], HOME, seeds=b["seeds"])
+    from arithrepro.params_reads import unrecorded
+
+    b, plain = params["bench"], unrecorded(params)
+    return [task.config(plain, m, b["sizes"][m], HOME, seeds=b["seeds"])
             for m in cross_models(task)] if b["seeds"] else []
 
 

@@ -130,8 +130,8 @@ def thaw(value):
 @dataclass(frozen=True)
 class Config:
     """One model at one size with every setting its training reads, trained over `seeds`: what a
-    task's params ask for (`Task.configs`), the unit the scheduler, the cluster executor, the
-    projection, the tables and the findings key on (`name`).
+    task's params ask for (`Task.configs`), the unit the scheduler, the cluster executor and the
+    projection key on (`name`); a record carries its model and label, which make its name.
 
     architecture: what model.pt stores beside the weights and the model builder's arguments
       ({model: the registry's, size, dropout, dims, and form where the model meets the task

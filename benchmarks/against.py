@@ -79,7 +79,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--only", default=None, help="comma-separated cells, e.g. gpt-large,lstm-small")
+    ap.add_argument("--only", default=None, help="comma-separated configurations, e.g. gpt-large,lstm-small")
     ap.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for both")
     args = ap.parse_args()
     cells = [c for c in CELLS if not args.only or f"{c[0]}-{c[1]}" in args.only.split(",")]
@@ -96,7 +96,7 @@ def main() -> None:
                for n, (c, _) in spaces.items()}
         print(f"expr train steps, {args.steps} steps of {args.batch} (paper lengths), "
               f"best of {args.repeats}: {rev['base']} ({args.base}) vs {rev['new']} ({args.new})")
-        print(f"| cell | {rev['base']} s/step | {rev['new']} s/step | speed-up |\n|---|---:|---:|---:|")
+        print(f"| configuration | {rev['base']} s/step | {rev['new']} s/step | speed-up |\n|---|---:|---:|---:|")
         for model, size in cells:
             best = {"base": float("inf"), "new": float("inf")}
             for _ in range(args.repeats):

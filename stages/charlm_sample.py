@@ -38,7 +38,9 @@ def charlm_sample(params_path: str) -> None:
     if s["prompt"] is not None:                                   # both checked before any work
         vocab.encode(s["prompt"], "charlm.sample.prompt")
     tokens_a = vocab.encode(prompt_a, "charlm.attention.prompt")
-    todo = TASK.runs(params)
+    # each run's configuration from the params, read: the samples depend on its values
+    todo = [run for key, seeds in TASK.listed(params)
+            for run in TASK.config(params, *key, seeds=seeds).runs]
     models = {}
     for run in todo:
         path = run.files.model

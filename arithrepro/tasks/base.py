@@ -38,6 +38,7 @@ from pathlib import Path
 
 from arithrepro.models.forms import meeting, refusal
 from arithrepro.models.registry import MODELS
+from arithrepro.params_reads import unrecorded
 from arithrepro.runs import Built, Config, Data, Run
 from arithrepro.runs import data_dir as data_dir_of
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
@@ -125,10 +126,12 @@ class Task(ABC):
         """The configuration `key` names (one of `listed`'s), its values read from params."""
 
     def configs(self, params: dict) -> list[Config]:
-        """Every configuration these params ask for, in dvc.yaml's order. Given params read
-        through `params_reads.unrecorded`, listing them records no read (runs.find builds the
-        one a stage trains again, from the recorded params)."""
-        return [self.config(params, *key, seeds=seeds) for key, seeds in self.listed(params)]
+        """Every configuration these params ask for, in dvc.yaml's order. Listing them reads
+        the lists that name them (a report that reads its runs' records reads those), not their
+        values: a stage that trains or reads a configuration's values builds it from the
+        params itself (`config`; runs.find does so for the train stage)."""
+        plain = unrecorded(params)
+        return [self.config(plain, *key, seeds=seeds) for key, seeds in self.listed(params)]
 
     def runs(self, params: dict) -> list[Run]:
         """Every training run these params ask for, in dvc.yaml's order."""
