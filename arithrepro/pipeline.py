@@ -60,7 +60,6 @@ def bench_stages(task, model: str) -> list[Stage]:
     """The benchmark's cells of one task and one model of another form (arithrepro/bench.py):
     train and evaluate over bench.seeds, at the size bench.sizes names for the model."""
     from arithrepro.models.registry import MODELS
-    from arithrepro.tasks.base import budget_task
     from arithrepro.tasks.registry import STAGES
 
     t, spec = task.name, MODELS[model]
@@ -68,9 +67,9 @@ def bench_stages(task, model: str) -> list[Stage]:
     run = placeholders(t, size, home=HOME, model=model)
     axes = {"seed": ref("bench.seeds")}
     m = f"models.{model}"
-    # a width a task's budget sets (<budget_task>.model) is read by the models it sizes only
+    # a width a task's budget sets (budget_from) is read by the models that borrow it only
     blocks = [b for b in STAGES[t].train_blocks if b != "model"]
-    budget = [f"{budget_task(model)}.model"] if spec.budget_fields else []
+    budget = [spec.budget_from] if spec.budget_fields else []
     return [
         train_stage(f"train-bench-{t}-{model}", run, axes, deps=[f"data/{t}"],
                     params=[*(f"{t}.{b}" for b in blocks), *budget, f"{m}.lr", f"{m}.dropout",

@@ -473,6 +473,22 @@ def test_a_task_refuses_a_model_that_lacks_what_it_needs(monkeypatch, change, me
         registry._check()
 
 
+@pytest.mark.parametrize("budget_from", ["expr.model", "abacus.train", "nowhere.model"])
+def test_a_borrowed_width_names_a_block_that_sets_it(monkeypatch, budget_from):
+    """A model that borrows fields from a task's budget names the block in its own registry line
+    (no task is searched for it); a block that does not declare those fields is refused."""
+    from dataclasses import replace
+
+    from arithrepro.tasks import registry
+
+    monkeypatch.setitem(MODELS, "abacus", replace(MODELS["abacus"], budget_from=budget_from))
+    with pytest.raises(TypeError, match=f"task registry: abacus borrows d_model, d_ff, heads, "
+                                        f"offset_k from {budget_from}, which no grid task"):
+        registry._check()
+    with pytest.raises(TypeError, match="budget fields need the block that sets them"):
+        replace(MODELS["abacus"], budget_from="").check("abacus")
+
+
 def test_the_model_registry_names_no_task():
     import dataclasses
 

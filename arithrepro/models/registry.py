@@ -2,8 +2,8 @@
 
 A builder is called as `build(size, dropout=..., **dims)`: `size` holds the architecture fields
 (`size_fields`, from models.<name>.sizes.<size> for grid models, from the task's block for the
-others) plus the `budget_fields` a task's budget sets in <task>.model (the abacus width: the
-task that declares it sizes the model, `GridTask.sizes_models`, sets it on every task).
+others) plus the `budget_fields` it borrows from a task's budget, the params block its line
+names in `budget_from` (the abacus width, abacus.model, on every task it trains).
 `form` says which dims: the form of samples the model takes (models/forms.py: tokens,
 digit-tokens or pairs), and a builder gets that form's dims alone. A task offers forms; a
 model meets a task that offers its form directly, or through an adapter (forms.ADAPTERS: a
@@ -50,6 +50,7 @@ class ModelSpec:
     form: str
     size_fields: tuple[str, ...]
     budget_fields: tuple[str, ...] = ()
+    budget_from: str = ""       # the params block that sets budget_fields: "<grid task>.model"
     optional_fields: tuple[str, ...] = ()  # size fields that may be left out or 0
     sizes: str = "models"  # "models": models.<name>.sizes; "run": the run's configuration
     rotary: bool = False  # attention with rotary embeddings: head size must be even
@@ -76,6 +77,8 @@ class ModelSpec:
             self.traces and self.form == "pairs" and "only language models trace attention",
             self.prunes_outputs and not self.causal and "only a causal model prunes outputs",
             self.loops and "recurrences" not in self.size_fields and "a looped model sizes its recurrences",
+            bool(self.budget_fields) != bool(self.budget_from)
+            and "budget fields need the block that sets them (budget_from), and only they",
             self.form != "pairs" and not self.causal and "a language model is causal",
         ]
         for problem in problems:
@@ -118,6 +121,7 @@ MODELS: dict[str, ModelSpec] = {
                               "saved-tensor hooks allow, and would unroll T x layers steps"),
     "abacus": ModelSpec(abacus.build, "digit-tokens", ("block_layers", "recurrences"),
                         budget_fields=("d_model", "d_ff", "heads", "offset_k"),
+                        budget_from="abacus.model",
                         traces=True, loops=True,
                         prunes_outputs=True),
     "standard": ModelSpec(looped.build_standard, "pairs", ("d_model", "d_ff", "layers", "heads"),

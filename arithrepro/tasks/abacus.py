@@ -120,7 +120,6 @@ class AbacusTask(StreamTask):
     stop_id = END
     forms = ("digit-tokens", "tokens")
     precision = "mixed"
-    sizes_models = ("abacus",)   # abacus.model: the Abacus decoder's width, on every task
 
     @classmethod
     def params_schema(cls) -> dict:

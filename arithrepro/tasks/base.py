@@ -72,25 +72,14 @@ def form_for(task, model: str) -> str:
     return met[0]
 
 
-def budget_task(model: str) -> str | None:
-    """The grid task whose <task>.model block sets `model`'s budget fields (it names the model
-    in `sizes_models`; the task registry checks there is one)."""
-    def tasks(cls):
-        for sub in cls.__subclasses__():
-            yield sub
-            yield from tasks(sub)
-
-    owners = {t.name for t in tasks(GridTask) if model in t.sizes_models}
-    return min(owners) if owners else None
-
-
 def architecture(params: dict, model: str, size: str) -> dict:
-    """A model's architecture fields: its size, plus the fields a task's budget sets in
-    <task>.model (the abacus width), on whichever task the model trains."""
+    """A model's architecture fields: its size, plus the fields it borrows from a task's
+    budget (its registry line's budget_from: the abacus width), on whichever task it trains."""
+    spec = MODELS[model]
     arch = dict(params["models"][model]["sizes"][size])
-    if MODELS[model].budget_fields:
-        budget = params[budget_task(model)]["model"]
-        arch.update({k: budget[k] for k in MODELS[model].budget_fields})
+    if spec.budget_fields:
+        task, block = spec.budget_from.split(".")
+        arch.update({k: params[task][block][k] for k in spec.budget_fields})
     return arch
 
 
@@ -160,7 +149,6 @@ class GridTask(Task):
     grid = True   # trained and scored as <task>.models x <task>.sizes x <task>.seeds cells
     # the registry models whose budget fields its <task>.model block sets, on every task (a
     # fact of its params block)
-    sizes_models: tuple[str, ...] = ()
 
     @abstractmethod
     def generate(self, params: dict, out_dir: Path, progress=None) -> str:
@@ -263,7 +251,7 @@ class GridTask(Task):
                     raise ParamsError(f"{cls.name}.sizes: {size!r} is not a size of {model}; "
                                       f"allowed: {', '.join(known)} (models.{model}.sizes)")
                 if MODELS[model].budget_fields:
-                    MODELS[model].check_size(f"{budget_task(model)}.model",
+                    MODELS[model].check_size(MODELS[model].budget_from,
                                              architecture(params, model, size))
 
     @staticmethod

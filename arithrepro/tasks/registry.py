@@ -83,13 +83,21 @@ def _check() -> None:
             if takes.decodes and not adapted_spec(spec, met[1], met[0]).decodes:
                 raise TypeError(f"task registry: {name} decodes token by token, but model "
                                 f"{model} declares decodes=False")
-            if spec.budget_fields and sum(model in t.sizes_models for t in GRID_TASKS.values()) != 1:
-                raise TypeError(f"task registry: {model} has budget fields "
-                                f"({', '.join(spec.budget_fields)}); exactly one grid task must "
-                                "size them (sizes_models)")
+            if spec.budget_fields and not _sets(spec):
+                raise TypeError(f"task registry: {model} borrows "
+                                f"{', '.join(spec.budget_fields)} from {spec.budget_from}, "
+                                "which no grid task's schema declares with those fields")
             if takes.priced and not spec.cost:
                 raise TypeError(f"task registry: {name} prices its models, but {model} "
                                 "declares no cost formula")
+
+
+def _sets(spec) -> bool:
+    """Whether the block a model borrows its budget fields from is a grid task's, with them."""
+    task, _, block = spec.budget_from.partition(".")
+    owner = GRID_TASKS.get(task)
+    fields = owner.params_schema().get(block, {}) if owner else {}
+    return isinstance(fields, dict) and set(spec.budget_fields) <= set(fields)
 
 
 _check()
