@@ -14,6 +14,7 @@ import pytest
 
 from arithrepro.report import (expr_figures, figures, modular_figures, modular_tables, plotting,
                                tables)
+from arithrepro.tasks.declared import Report
 
 # Listed in size order; the file names sort large < medium < small, so an ordering that
 # follows file or alphabetical order fails the tests.
@@ -225,8 +226,8 @@ def test_task_without_runs_is_an_error(metrics_dir):
 
 
 def test_headline_is_mean_and_std_over_seeds_of_the_chosen_metrics(runs):
-    headline = tables.headline_json(runs, {"expr": (("test_acc", "ood_acc"), "^(small|large)$"),
-                                           "other": (("exact",), "")})
+    headline = tables.headline_json(runs, {"expr": Report(("test_acc", "ood_acc"), "^(small|large)$"),
+                                           "other": Report(("exact",))})
     expr = headline["expr"]
     assert set(expr) == {f"{m}-{s}" for m in PARAMS for s in ("small", "large")} | {"mamba-small"}
     seeds = [_record("lstm", "large", seed)["test_acc"] for seed in SEEDS]
@@ -240,7 +241,7 @@ def test_headline_is_mean_and_std_over_seeds_of_the_chosen_metrics(runs):
 
 
 def test_write_all_writes_every_file_atomically(metrics_dir, runs):
-    line = tables.write_all(metrics_dir, ["expr", "other"], {"expr": (("test_acc",), "")})
+    line = tables.write_all(metrics_dir, ["expr", "other"], {"expr": Report(("test_acc",))})
     assert line.startswith(f"{len(runs)} runs, 2 tasks -> ")
     assert "\n" not in line
     names = ["headline.json", "summary.json", "summary.csv", "expr.md", "other.md"]
@@ -625,7 +626,7 @@ def test_modular_swept_curves_one_seed_draw_no_band(tmp_path):
 
 def test_modular_budget_tables_cover_the_eight_metrics(modular):
     rows = modular[0]
-    md, tex = modular_tables.write(rows)
+    md, tex = modular_tables.write(rows).values()
     titles = re.findall(r"^### compute: (\S+) within the first α·T steps", md, flags=re.M)
     assert titles == ["L_train", "L_val", "A_train", "A_val",
                       "t_f(L_train)", "t_f(L_val)", "t_f(A_train)", "t_f(A_val)"]

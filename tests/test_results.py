@@ -9,6 +9,7 @@ import pytest
 
 from arithrepro import crosscheck
 from arithrepro.report import results, results_page, tables
+from arithrepro.tasks.declared import Report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,8 +29,8 @@ def _records():
 def data():
     rows, origins = _records()
     df = tables._frame(rows)
-    return results.collect(df, {"expr": (("test_acc", "ood_acc"), ""),
-                                "charlm": (("final_bpc",), "")}, origins, "cpu")
+    return results.collect(df, {"expr": Report(("test_acc", "ood_acc")),
+                                "charlm": Report(("final_bpc",))}, origins, "cpu")
 
 
 def test_each_cell_is_its_seeds_mean_and_sample_std(data):

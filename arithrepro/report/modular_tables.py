@@ -167,8 +167,8 @@ STUDY_TABLES = {
 }
 
 
-def write(summary: pd.DataFrame) -> tuple[str, str]:
-    """(markdown, latex) of every study with records."""
+def write(summary: pd.DataFrame) -> dict[str, str]:
+    """{"md": markdown, "tex": latex} of every study with records."""
     budgets = budgets_of(study_rows(summary, "compute"))
     md, tex = ["# modular: LSTM vs GPT on a ∘ b mod p\n",
                "Mean ± sample std over seeds (n − 1; the source's table gives the population "
@@ -188,7 +188,7 @@ def write(summary: pd.DataFrame) -> tuple[str, str]:
             tex += [latex(*parts, caption, f"tab:modular-compute-budgets-{key.replace('_', '-')}"), ""]
         if study == "data":
             md += [_data_verdict(study_rows(summary, "data")), ""]
-    return "\n".join(md), "\n".join(tex)
+    return {"md": "\n".join(md), "tex": "\n".join(tex)}
 
 
 def _data_verdict(rows: pd.DataFrame) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from arithrepro.report.tables import by_configuration, format_mean
+from arithrepro.report.tables import by_configuration, format_mean, headline_rows
 
 README_START = "<!-- results: written by `arithrepro results --readme` from docs/results.json; edit nothing here -->"
 README_END = "<!-- /results -->"
@@ -24,22 +24,17 @@ CLAIMS_END = "<!-- /claims -->"
 THUMBNAIL_WIDTH = 900   # pixels: a figure as a repository's web view shows it
 
 
-def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
+def collect(df: pd.DataFrame, reports: dict, origins: list[dict], profile: str,
             findings: dict | None = None, claims: dict | None = None) -> dict:
     """docs/results.json: {profile, runs, origin: {...}, seconds: {...}, tasks: {task: {metrics,
     cells: [{model, size, n, <metric>: {mean, std}}], findings: [...]}}}. `df`: one row per run
-    (report/tables' collect_runs); `headline`: {task: (metrics, sizes pattern)}; `origins`: each
+    (report/tables' collect_runs); `reports`: {task: its REPORT}; `origins`: each
     record's training provenance; `findings`: {task: its verdicts (arithrepro/findings/)};
     `claims`: {task: {source, claims}} (arithrepro/claims.py, ledger_rows)."""
-    import re
-
     tasks = {}
-    for task, (metrics, sizes) in headline.items():
-        rows = df[df["task"] == task]
-        if sizes:
-            rows = rows[[re.search(sizes, s) is not None for s in rows["size"]]]
-        out = []
-        for (model, size), runs in by_configuration(rows):
+    for task, report in reports.items():
+        metrics, out = report.headline, []
+        for (model, size), runs in by_configuration(headline_rows(df, task, report)):
             entry = {"model": model, "size": size, "n": int(len(runs))}
             kept = [m for m in metrics if m in runs]
             entry["seeds"] = {int(row["seed"]): {m: float(row[m]) for m in kept if pd.notna(row[m])}
@@ -63,7 +58,7 @@ def collect(df: pd.DataFrame, headline: dict, origins: list[dict], profile: str,
             # what each task costs, in the order the headline lists them
             "task_seconds": {task: {k: float(df.loc[df["task"] == task, k].sum())
                                     for k in ("train_seconds", "eval_seconds") if k in df}
-                             for task in headline if (df["task"] == task).any()},
+                             for task in reports if (df["task"] == task).any()},
             "tasks": tasks}
 
 

@@ -2,8 +2,9 @@
 
 A run record is metrics/<task>/runs/<model>-<size>-<seed>.json: the keys task, model, size
 and seed, any numeric metrics, and optionally a provenance block (arithrepro.provenance, per
-stage: {"train": {...}, "evaluate": {...}}). Nothing here names a task's metrics, except to put
-the common ones first in the tables, so a new task's metrics flow through unchanged.
+stage: {"train": {...}, "evaluate": {...}}). Nothing here names a task, and no task's metrics
+except to put the common ones first: what a task's report adds (its counted families, its own
+tables) it declares in its REPORT (tasks/declared.py), so a new task's metrics flow through.
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ KEYS = ["task", "model", "size", "seed"]
 # Metrics shown first in the markdown tables; any others follow in record order.
 PREFERRED = ["test_acc", "id_acc", "ood_acc", "final_val_loss", "best_val_loss", "final_bpc",
              "train_seconds"]
-# Per-length / per-recurrence metrics: shown in their task's own table (EXTRA_TABLES), one row
-# per length or count, rather than as a dozen columns of the main table.
-FAMILY = re.compile(r"^(acc_len|digit_acc_len|acc_r|ood_r)\d+$")
 # The fields of a record's training provenance that tell two machines' runs apart: summary.csv
 # ends with them, summary.json and the markdown tables (metrics only) leave them out, and the
 # whole block stays in the record. machine: the GPU's name, else the CPU model.
@@ -180,17 +178,23 @@ def summary_json(df: pd.DataFrame) -> dict:
     return out
 
 
-def headline_json(df: pd.DataFrame, headline: dict) -> dict:
+def headline_rows(df: pd.DataFrame, task: str, report) -> pd.DataFrame:
+    """The task's runs at the sizes its headline is taken over (report.headline_sizes)."""
+    rows = df[df["task"] == task]
+    if report.headline_sizes:
+        rows = rows[[re.search(report.headline_sizes, s) is not None for s in rows["size"]]]
+    return rows
+
+
+def headline_json(df: pd.DataFrame, reports: dict) -> dict:
     """{task: {"<model>-<size>": {metric: mean, metric_std: std}}} over seeds, for each task's
     headline metrics and the sizes its pattern matches: the few numbers `dvc metrics diff` and
     `dvc exp show` compare. std is the sample standard deviation (n - 1), left out for a
     single seed."""
     out: dict = {}
-    for task, (metrics, sizes) in headline.items():
-        rows = df[df["task"] == task]
-        if sizes:
-            rows = rows[[re.search(sizes, size) is not None for size in rows["size"]]]
-        for (model, size), runs in by_configuration(rows):
+    for task, report in reports.items():
+        metrics = report.headline
+        for (model, size), runs in by_configuration(headline_rows(df, task, report)):
             entry = {}
             for m in metrics:
                 values = [float(v) for v in runs[m].dropna()] if m in runs else []
@@ -228,7 +232,7 @@ def default_metrics(df: pd.DataFrame, task: str) -> list[str]:
     """The task's metrics (params aside, which has its own column), common ones first."""
     rows = df[df["task"] == task]
     present = [m for m in metric_names(df) if m != "params" and rows[m].notna().any()
-               and not FAMILY.match(m)]
+               and not counted(m)]
     return [m for m in PREFERRED if m in present] + [m for m in present if m not in PREFERRED]
 
 
@@ -289,9 +293,18 @@ def format_mean(metric: str, mean: float, std: float | None) -> str:
     return f"{fmt(mean)} ± {fmt(std)}" + unit
 
 
+def counted(metric: str):
+    """The counted family (a task's REPORT.counts: acc_len8, ood_r16, ...) `metric` is one of,
+    or None."""
+    from arithrepro.tasks.registry import REPORTS
+
+    return next((c for r in REPORTS.values() for c in r.counts
+                 if metric.startswith(c.prefix) and metric[len(c.prefix):].isdigit()), None)
+
+
 def is_accuracy(metric: str) -> bool:
-    """Fractions in [0, 1]: *_acc, and the per-length / per-recurrence families (acc_r8, ...)."""
-    return metric.endswith("_acc") or metric.startswith("acc_") or bool(FAMILY.match(metric))
+    """Fractions in [0, 1]: *_acc, acc_*, and the counted families (acc_r8, ood_r16, ...)."""
+    return metric.endswith("_acc") or metric.startswith("acc_") or counted(metric) is not None
 
 
 def _formatter(metric: str):
@@ -333,7 +346,7 @@ def _render(header: list[str], body: list[list[str]]) -> str:
                       *(line(r) for r in rows[1:])])
 
 
-# --- task-specific views ----------------------------------------------------------------------
+# --- counted families ------------------------------------------------------------------------
 
 def by_suffix_table(rows: pd.DataFrame, prefix: str, label: str, title: str, note: str) -> str:
     """Metrics named <prefix><n> as rows by n, one column per (model, size): e.g. the looped
@@ -349,63 +362,44 @@ def by_suffix_table(rows: pd.DataFrame, prefix: str, label: str, title: str, not
     return f"### {title}\n\n{note}{_render(header, body)}\n"
 
 
-def _looped_tables(rows: pd.DataFrame) -> str:
-    note = "Mean ± std over seeds; whole-number exact match, then per-digit accuracy."
-    return (by_suffix_table(rows, "acc_len", "digits", "looped: exact match by length", note)
-            + "\n" + by_suffix_table(rows, "digit_acc_len", "digits",
-                                     "looped: per-digit accuracy by length", ""))
-
-
-def _abacus_tables(rows: pd.DataFrame) -> str:
-    note = ("Mean accuracy over the grid's cells beyond the training length, at each inference "
-            "recurrence count (the model is trained at one count).")
-    return (by_suffix_table(rows, "ood_r", "recurrences", "abacus: out-of-distribution accuracy "
-                            "by recurrences", note)
-            + "\n" + by_suffix_table(rows, "acc_r", "recurrences",
-                                     "abacus: whole-grid accuracy by recurrences", ""))
-
-
-EXTRA_TABLES = {"looped": _looped_tables, "abacus": _abacus_tables}
-
-
 # --- the stage -------------------------------------------------------------------------------
 
-def write_summary(metrics_dir: Path, df: pd.DataFrame, headline: dict) -> list[Path]:
-    """headline.json (`headline`: {task: (metrics, sizes pattern)}), summary.json and
-    summary.csv under metrics_dir."""
+def write_summary(metrics_dir: Path, df: pd.DataFrame, reports: dict) -> list[Path]:
+    """headline.json (`reports`: {task: its REPORT}), summary.json and summary.csv under
+    metrics_dir."""
     metrics_dir = Path(metrics_dir)
     written = [metrics_dir / "headline.json", metrics_dir / "summary.json",
                metrics_dir / "summary.csv"]
-    write_json(written[0], headline_json(df, headline))
+    write_json(written[0], headline_json(df, reports))
     write_json(written[1], summary_json(df))
     write_frame(written[2], summary_csv(df))
     return written
 
 
 def write_task_tables(metrics_dir: Path, task: str, df: pd.DataFrame) -> list[Path]:
-    """<task>.md under metrics_dir (modular: also modular.tex) from the task's rows of df."""
-    metrics_dir = Path(metrics_dir)
-    path, written = metrics_dir / f"{task}.md", []
-    if task == "modular":  # studies, not a grid: tables of their own, also as LaTeX
-        from arithrepro.report.modular_tables import write
+    """metrics/<task>.md from the task's rows of df: its main table and a table per counted
+    family, or the tables its REPORT writes itself (each a metrics/<task>.<suffix>)."""
+    from arithrepro.tasks.declared import Report
+    from arithrepro.tasks.registry import REPORTS
 
-        text, tex = write(df[df["task"] == task])
-        write_text(metrics_dir / "modular.tex", tex)
-        written.append(metrics_dir / "modular.tex")
-    else:
-        text = markdown_table(df, task, default_metrics(df, task))
-    if task in EXTRA_TABLES:
-        text += "\n" + EXTRA_TABLES[task](df[df["task"] == task])
-    write_text(path, text)
-    return [path, *written]
+    report, rows = REPORTS.get(task, Report()), df[df["task"] == task]
+    texts = (report.tables(rows) if report.tables
+             else {"md": markdown_table(df, task, default_metrics(df, task))})
+    for count in report.counts:
+        texts["md"] += "\n" + by_suffix_table(rows, count.prefix, count.label,
+                                              f"{task}: {count.title}", count.note)
+    written = [Path(metrics_dir) / f"{task}.{suffix}" for suffix in texts]
+    for path, text in zip(written, texts.values()):
+        write_text(path, text)
+    return written
 
 
-def write_all(metrics_dir: Path, tasks: list[str], headline: dict | None = None,
+def write_all(metrics_dir: Path, tasks: list[str], reports: dict | None = None,
               wanted: dict | None = None) -> str:
     """The summary and every task's tables from the records `wanted` (collect_runs); return a
     summary line."""
     df = collect_runs(metrics_dir, tasks, wanted)
-    written = write_summary(metrics_dir, df, headline or {})
+    written = write_summary(metrics_dir, df, reports or {})
     for task in tasks:
         written += write_task_tables(metrics_dir, task, df)
     return describe(df, tasks, written)

@@ -17,7 +17,7 @@ import numpy as np
 from arithrepro.models.registry import MODELS
 from arithrepro.schema import ParamsError, boolean, integer, list_of
 from arithrepro.tasks.base import StreamTask
-from arithrepro.tasks.declared import Report, Stages, Takes
+from arithrepro.tasks.declared import Count, Report, Stages, Takes
 
 VOCAB = list("0123456789-+*=$")
 PLUS, EQ, END = VOCAB.index("+"), VOCAB.index("="), VOCAB.index("$")
@@ -355,5 +355,9 @@ STAGES = Stages("Abacus embeddings and depth for addition beyond the training le
                                               "template": "conf/plot_templates/digit_grid.json",
                                               "x_label": "digits of the first operand",
                                               "y_label": "digits of the second operand"}},))
-REPORT = Report(("id_acc", "ood_acc"))
+REPORT = Report(("id_acc", "ood_acc"), counts=(
+    Count("ood_r", "recurrences", "out-of-distribution accuracy by recurrences",
+          "Mean accuracy over the grid's cells beyond the training length, at each inference "
+          "recurrence count (the model is trained at one count)."),
+    Count("acc_r", "recurrences", "whole-grid accuracy by recurrences")))
 TAKES = Takes(decodes=True)

@@ -28,12 +28,27 @@ class Stages:
                                             # report (a grid task's are made for it)
 
 
-class Report(NamedTuple):
-    """What a reader compares first: metrics/headline.json (mean and std over seeds per model
-    and size), a grid stage's summary line; and the sizes those are taken over (a regular
-    expression; empty: every size). A pair, as the summary and the results page take it."""
+class Count(NamedTuple):
+    """A family of accuracies named <prefix><n> (acc_len8, acc_len12, ...): a table of its own
+    in the task's report, one row per n, rather than a column each in its main table."""
+    prefix: str
+    label: str      # what n counts: the table's first column
+    title: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a task's report shows. `headline`: what a reader compares first, in
+    metrics/headline.json (mean and std over seeds per model and size) and a grid stage's
+    summary line, over the sizes `headline_sizes` matches (a regular expression; empty: every
+    size). `counts`: its counted families, each a table after the main one. `tables`: its own
+    tables in place of the main one, {suffix: text} from its rows, written to
+    metrics/<task>.<suffix> (the markdown's first; STAGES.tables names the files)."""
     headline: tuple[str, ...] = ()
     headline_sizes: str = ""
+    counts: tuple[Count, ...] = ()
+    tables: Callable[..., dict[str, str]] | None = None
 
 
 @dataclass(frozen=True)

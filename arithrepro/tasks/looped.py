@@ -16,7 +16,7 @@ import numpy as np
 
 from arithrepro.schema import ParamsError, choice, integer, list_of
 from arithrepro.tasks.base import StreamTask
-from arithrepro.tasks.declared import Report, Stages, Takes
+from arithrepro.tasks.declared import Count, Report, Stages, Takes
 
 
 def sample_pairs(n: int, digits: int, base: int, generator):
@@ -193,5 +193,8 @@ STAGES = Stages("a looped vs a standard transformer on addition by length",
                 plots=({"plots/looped/eval": {"x": "digits", "y": ["accuracy", "digit_acc"],
                                               "x_label": "digits per operand",
                                               "y_label": "accuracy (exact match, per digit)"}},))
-REPORT = Report(("id_acc", "ood_acc"))
+REPORT = Report(("id_acc", "ood_acc"), counts=(
+    Count("acc_len", "digits", "exact match by length",
+          "Mean ± std over seeds; whole-number exact match, then per-digit accuracy."),
+    Count("digit_acc_len", "digits", "per-digit accuracy by length")))
 TAKES = Takes()

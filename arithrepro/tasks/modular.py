@@ -198,5 +198,14 @@ STAGES = Stages(
     records=tuple(str(records_dir("modular") / study) for study in STUDIES),
     tables=("metrics/modular.md", "metrics/modular.tex"), make=stages)
 # the sanity study: each model at the base configuration
-REPORT = Report(("val_acc",), headline_sizes="^sanity$")
+
+
+def _tables(rows) -> dict[str, str]:
+    """The studies' tables, as markdown and LaTeX (the report's, loaded when it runs)."""
+    from arithrepro.report.modular_tables import write
+
+    return write(rows)
+
+
+REPORT = Report(("val_acc",), headline_sizes="^sanity$", tables=_tables)
 TAKES = Takes(own=OWN_MODELS)
