@@ -36,6 +36,11 @@ def evaluations_dir(task: str, home: str = "") -> Path:
     return PLOTS / task / (home or "eval")
 
 
+# a record's columns that name its configuration (Config.name is "<model>-<label>", the
+# label the records' `size`): the reports group runs by them
+CONFIG_KEY = ["model", "size"]
+
+
 def run_name(model: str, label: str, seed) -> str:
     return f"{model}-{label}-{seed}"
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from arithrepro import stats
+from arithrepro.runs import CONFIG_KEY
 
 if TYPE_CHECKING:  # pandas loads only when a check runs
     import pandas as pd
@@ -114,7 +115,7 @@ def configurations(rows: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def fewest(rows: pd.DataFrame) -> int:
-    return int(rows.groupby(["model", "size"])["seed"].nunique().min()) if len(rows) else 0
+    return int(rows.groupby(CONFIG_KEY)["seed"].nunique().min()) if len(rows) else 0
 
 
 def missing(what: str) -> Verdict:

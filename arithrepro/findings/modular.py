@@ -9,6 +9,7 @@ from dataclasses import replace
 from arithrepro import stats
 from arithrepro.findings.base import SMALL, Finding, Part, each, missing, values
 from arithrepro.params_reads import peek
+from arithrepro.runs import CONFIG_KEY
 
 
 GENERALIZED = 0.9   # the source's own bar: a run generalizes once A_val reaches 0.9 (data study)
@@ -44,7 +45,7 @@ def _cost(sub) -> str:
     time per run on this machine."""
     if "train_seconds" not in sub or not len(sub):
         return ""
-    runs = sub.groupby(["model", "size"])["seed"].nunique()
+    runs = sub.groupby(CONFIG_KEY)["seed"].nunique()
     more = int(sum(max(0, 3 - n) for n in runs))
     minutes = more * float(sub["train_seconds"].mean()) / 60
     return (f" ({more} more runs, about {minutes:.0f} min of training on the machine these ran "

@@ -11,6 +11,7 @@ from arithrepro.io import read_json
 from arithrepro.report.plotting import (PALETTE, STYLE, arch_order, arch_style, pyplot, read_csv,
                                        require, save, seed_note, seed_spread, seeds_per_cell,
                                        shade_spread)
+from arithrepro.runs import CONFIG_KEY
 
 
 # --- abacus ---------------------------------------------------------------------------------
@@ -32,7 +33,7 @@ def render_abacus(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
             written.append(save(plt, _heatmaps(plt, cell, grid, meta, trained[cell]),
                                  out_dir / "heatmaps" / f"{cell}.png"))
         # One seed's grid can be a lucky or unlucky run; the mean is what to compare across cells.
-        for (model, size), runs in summary.groupby(["model", "size"]):
+        for (model, size), runs in summary.groupby(CONFIG_KEY):
             seeds = sorted(int(s) for s in runs["seed"])
             if len(seeds) > 1:
                 mean = mean_grid([grids[f"{model}-{size}-{s}"] for s in seeds])
@@ -107,7 +108,7 @@ def _ood_vs_recurrences(plt, grids: dict, meta: dict, trained: dict):
                                   part=part))
     per_cell = pd.concat(frames)
     sizes = sorted(set(per_cell["size"]))
-    structures = list(per_cell.groupby(["model", "size"]).groups)
+    structures = list(per_cell.groupby(CONFIG_KEY).groups)
     for ax, part, title in ((axes[0], "grid", f"the whole grid, cells up to {G}×{G}"),
                             (axes[1], "beyond", f"cells beyond {D} digits (up to {G}×{G})")):
         for k, (model, size) in enumerate(structures):

@@ -9,7 +9,7 @@ import pandas as pd
 
 from arithrepro.report.plotting import (STYLE, arch_style, pyplot, read_csv, save, seed_note,
                                        seeds_per_cell, seed_spread, shade_spread)
-from arithrepro.runs import RUNS, Files, run_name
+from arithrepro.runs import CONFIG_KEY, RUNS, Files, run_name
 
 
 def _si(x: float) -> str:
@@ -122,7 +122,7 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
         fig, axes = plt.subplots(1, len(lengths), figsize=(5.6 * len(lengths), 4.6),
                                  squeeze=False, sharey=True)
         for ax, T in zip(axes[0], lengths):
-            for (model, size), seeds in runs[runs["seq_length"] == T].groupby(["model", "size"],
+            for (model, size), seeds in runs[runs["seq_length"] == T].groupby(CONFIG_KEY,
                                                                               sort=False):
                 train, val = _seed_curves(Path(runs_dir), model, size, seeds["seed"])
                 train["loss"] = train["loss"] / LN2   # nats to bits per character

@@ -12,6 +12,7 @@ from arithrepro.findings.expr import GPT4O, GPT4O_LENGTHS
 from arithrepro.report.plotting import (OOD_SHADE, SPLIT_STYLES, STYLE, arch_order, arch_style,
                                         display_name, pyplot, read_csv, require, save, seed_note,
                                         seed_spread, seeds_per_cell, shade_spread)
+from arithrepro.runs import CONFIG_KEY
 
 # The published GPT-4o score on the expr test problems: a reference line, not a run of ours.
 GPT4O_ACC = round(100 * GPT4O, 2)
@@ -22,7 +23,7 @@ GPT4O_LABEL = (f"GPT-4o, {GPT4O_ACC:.2f} % (published figure: 10,000 test proble
 def _by_size(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per (model, size): params, n, mean and std over seeds of `metric`, by params ascending."""
     rows = summary.dropna(subset=[metric, "params"])
-    return (rows.groupby(["model", "size"], sort=False)
+    return (rows.groupby(CONFIG_KEY, sort=False)
                 .agg(params=("params", "mean"), n=(metric, "size"),
                      mean=(metric, "mean"), std=(metric, "std"))
                 .reset_index()

@@ -25,6 +25,7 @@ import pandas as pd
 from arithrepro.report.plotting import (STYLE, pyplot, read_csv, save, seed_note,
                                        seeds_per_cell, arch_style, display_name, shade_spread)
 from arithrepro.report.modular_tables import budgets_of, study_rows
+from arithrepro.runs import CONFIG_KEY
 
 SPLIT_LINE = {"train": "-", "val": "--"}
 SPLITS = ("train", "val")
@@ -55,7 +56,7 @@ def _style(model: str) -> dict:
 def _runs(rows: pd.DataFrame, curve_dir: Path) -> dict:
     """{(model, label): its seeds' curves one below the other, with a seed column}."""
     out = {}
-    for (model, label), g in rows.groupby(["model", "size"], sort=False):
+    for (model, label), g in rows.groupby(CONFIG_KEY, sort=False):
         names = [f"{model}-{label}-{int(seed)}" for seed in g["seed"]]
         frames = [read_csv(curve_dir / f"{n}.csv",
                            {"step", "train_loss", "val_loss", "train_acc", "val_acc"},
@@ -243,7 +244,7 @@ def sanity_dynamics(plt, rows: pd.DataFrame, curve_dir: Path):
     is one seed's, and averaging hides it), a row per quantity that explains one: accuracy and loss on the training set,
     the logits' margin, the output layer's norm and how far the weights moved between
     evaluations (docs/modular.md)."""
-    groups = list(rows.groupby(["model", "size"], sort=False))
+    groups = list(rows.groupby(CONFIG_KEY, sort=False))
     fig, axes = plt.subplots(len(DYNAMICS), len(groups), figsize=(max(5.5 * len(groups), 8), 11),
                              sharex=True, squeeze=False)
     for col, ((model, label), g) in enumerate(groups):
@@ -282,7 +283,7 @@ def swept_curves(plt, rows: pd.DataFrame, curve_dir: Path, key: str, log2: bool,
     cols = 3 if norm else 2
     fig, axes = plt.subplots(len(models), cols, figsize=(5 * cols + 1.5, 3.6 * len(models)),
                              squeeze=False)
-    value_of = {(m, lab): float(g[key].iloc[0]) for (m, lab), g in rows.groupby(["model", "size"])}
+    value_of = {(m, lab): float(g[key].iloc[0]) for (m, lab), g in rows.groupby(CONFIG_KEY)}
     for i, model in enumerate(models):
         lo, ac = axes[i][0], axes[i][1]
         for (m, label), r in runs.items():
@@ -390,7 +391,7 @@ def size_curves(plt, rows: pd.DataFrame, curve_dir: Path):
     colour, mappable = _colormap(ds, True)
     fig, axes = plt.subplots(2 * len(models), len(Ls), squeeze=False, sharey="row",
                              figsize=(4.6 * len(Ls) + 1.5, 3.3 * 2 * len(models)))
-    arch = {(m, lab): g.iloc[0] for (m, lab), g in rows.groupby(["model", "size"])}
+    arch = {(m, lab): g.iloc[0] for (m, lab), g in rows.groupby(CONFIG_KEY)}
     for (m, label), r in runs.items():
         a = arch[(m, label)]
         i, j = 2 * models.index(m), Ls.index(a["layers"])

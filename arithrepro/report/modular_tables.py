@@ -15,6 +15,8 @@ import statistics
 
 import pandas as pd
 
+from arithrepro.runs import CONFIG_KEY
+
 # (record key, label, better): the source's per-run metrics in its order
 METRICS = [
     ("train_loss", "L_train", min), ("val_loss", "L_val", min),
@@ -56,7 +58,7 @@ def _fmt(metric: str):
 
 def _groups(rows: pd.DataFrame, swept: list[str]):
     """(model, label) groups, by model and then by the swept values."""
-    groups = rows.groupby(["model", "size"], sort=False)
+    groups = rows.groupby(CONFIG_KEY, sort=False)
     return sorted(groups, key=lambda item: (item[0][0], *(float(item[1][k].iloc[0]) for k in swept)))
 
 

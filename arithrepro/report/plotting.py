@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from arithrepro.io import ArtifactError, atomic_path, read_frame
+from arithrepro.runs import CONFIG_KEY
 
 # Known architectures keep their colour whichever subset of them a figure shows.
 ARCH_NAMES = {"gpt": "GPT", "lstm": "LSTM", "retran": "ReTran"}
@@ -112,7 +113,7 @@ def seed_note(seeds: pd.Series, what: str) -> str:
 
 
 def seeds_per_cell(summary: pd.DataFrame) -> pd.Series:
-    return summary.groupby(["model", "size"])["seed"].nunique()
+    return summary.groupby(CONFIG_KEY)["seed"].nunique()
 
 
 def seed_spread(frame: pd.DataFrame, by, value: str, band: str = "std") -> pd.DataFrame:

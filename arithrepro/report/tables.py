@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from arithrepro.io import ArtifactError, write_frame, write_json, write_text
-from arithrepro.runs import run_name
+from arithrepro.runs import CONFIG_KEY, run_name
 
 KEYS = ["task", "model", "size", "seed"]
 # Metrics shown first in the markdown tables; any others follow in record order.
@@ -261,7 +261,7 @@ def by_configuration(rows: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataF
         params = group["params"].mean() if "params" in group else math.nan
         return (model, math.inf if pd.isna(params) else params, rank[size])
 
-    return sorted(rows.groupby(["model", "size"], sort=False), key=key)
+    return sorted(rows.groupby(CONFIG_KEY, sort=False), key=key)
 
 
 def _table_row(runs: pd.DataFrame, metrics: list[str]) -> list[str]:
