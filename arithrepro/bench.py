@@ -77,3 +77,9 @@ def configs(task, params: dict) -> list[Config]:
 def runs(task, params: dict) -> list[Run]:
     """The benchmark's runs of `task`, in dvc.yaml's order."""
     return [run for c in configs(task, params) for run in c.runs]
+
+
+def trained(task, params: dict) -> list[Config]:
+    """Every configuration these params train on `task`: its own, then (a grid task's) the
+    benchmark's, in dvc.yaml's order."""
+    return [*task.configs(params), *(configs(task, params) if task.grid else [])]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import submitit
 
-from arithrepro.schedule import clock
+from arithrepro.schedule import Job, clock
 
 # a job that fails this many times in a row is given up (a preemption counts as a failure)
 RETRIES = 2
@@ -35,19 +35,13 @@ ENDED = {"FINISHED", "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED",
          "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "INTERRUPTED", "NO PROCESS AND NO RESULT"}
 
 
-@dataclass
-class Assignment:
-    """One job's work: a training stage, or a configuration's seeds trained as one ensemble."""
+@dataclass(kw_only=True)
+class Assignment(Job):
+    """A training job as a cluster job's work, in a checkout of its own: a training cell, or a
+    configuration's seeds trained as one ensemble (its argv run there one after another)."""
 
-    stages: list[str]
-    argv: list[list[str]]        # run in the checkout, one after another
-    pulls: list[str]             # the stages whose outputs it needs, pulled from the remote
+    pulls: list[str] = field(default_factory=list)  # the stages whose outputs it needs
     seconds: float | None = None  # projected training time
-
-    @property
-    def name(self) -> str:
-        more = len(self.stages) - 1
-        return self.stages[0] + (f" (+{more} as one ensemble)" if more else "")
 
     @property
     def folder(self) -> str:
@@ -424,8 +418,8 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
         threads = _value(options["cpus_per_task"])
     env = thread_env(cpu, threads)
     names, upstream, pending, runs = plan(targets)
-    jobs = order_jobs(names, upstream, pending, runs if ensemble else None)
-    training_jobs = [j for j in jobs if j.stages[0] in runs]
+    jobs = order_jobs(names, upstream, pending, runs, ensemble=ensemble)
+    training_jobs = [j for j in jobs if j.runs]
     if not training_jobs:
         return run_here(targets, False)
     training = {s for j in training_jobs for s in j.stages}
@@ -437,19 +431,20 @@ def _on(kind, targets, ensemble, run_here, echo, cpu, options, gpu, at_once, ret
     todo = [j for j in training_jobs if not set(j.stages) <= known]
     for j in training_jobs:   # an earlier submission's, whose command stopped before its end
         if j not in todo:
-            forget(workdir / "checkouts", Assignment(j.stages, [], []).folder)
+            forget(workdir / "checkouts", Assignment(j.stages, []).folder)
     echo(f"{len(training)} training cells: {len(training) - len(known & training)} to run as "
          f"{kind} jobs" + (f", {len(known & training)} already in the remote's run cache"
                           if known & training else ""))
     if needs:
         _dvc(["push", *(["--remote", remote] if remote else []), *sorted(needs)], root)
-    seconds = projected({s: runs[s] for j in todo for s in j.stages})\
+    seconds = projected({s: r for j in todo for s, r in zip(j.stages, j.runs)})\
         if projected and todo else {}
     workdir.mkdir(parents=True, exist_ok=True)
     source = snapshot(root, workdir, remote)
-    assignments = [Assignment(j.stages, _argv(j.stages, runs, len(j.stages) > 1),
-                  sorted({u for s in j.stages for u in upstream[s]} - set(j.stages)),
-                  sum(seconds.get(s, 0) for s in j.stages) or None) for j in todo]
+    assignments = [Assignment(j.stages, _argv(j), runs=j.runs,
+                              pulls=sorted({u for s in j.stages for u in upstream[s]} - set(j.stages)),
+                              seconds=sum(seconds.get(s, 0) for s in j.stages) or None)
+                   for j in todo]
     submit = submitter(kind, workdir, options or {}, threads, gpu, source, env)
 
     def record(live):
@@ -522,12 +517,12 @@ def submitter(kind: str, workdir: Path, options: dict[str, str], threads: int, g
     return submit
 
 
-def _argv(stages: list[str], runs: dict, ensemble: bool) -> list[list[str]]:
-    from arithrepro.schedule import commands
-
-    if ensemble:
-        return commands(stages, runs)
-    return [["dvc", "repro", "--single-item", "--pull", stages[0]]]
+def _argv(job: Job) -> list[list[str]]:
+    """In a job's checkout: an ensemble as the scheduler trains it; a cell through DVC, its
+    inputs pulled from the remote."""
+    if len(job.stages) > 1:
+        return job.argv
+    return [["dvc", "repro", "--single-item", "--pull", job.stages[0]]]
 
 
 def _dvc(args: list[str], root: Path) -> str:

@@ -18,10 +18,15 @@ from arithrepro.estimate import Projection, Timing, time_steps, validations
 class Shape:
     """A configuration's runs (those `keep` kept): `build()` -> the first of them (runs.Built)
     on data made in memory."""
-    task: str
-    label: str
+    config: object      # runs.Config
     runs: list          # runs.Run
     build: Callable
+
+    task = property(lambda self: self.config.task)
+
+    @property
+    def label(self) -> str:
+        return self.config.name + (" (bench)" if self.config.home else "")
 
 
 def placement(params: dict) -> tuple[str, dict[str, str]]:
@@ -46,12 +51,10 @@ def shapes(params: dict, tasks, keep: Callable = lambda run: True) -> Iterator[S
         task = TASKS[name]
         where = Placement(device, precisions[name], params["compile"],
                           resolve_graphs(params["graphs"], device, precisions[name]))
-        for config in [*task.configs(params),
-                       *(bench.configs(task, params) if task.grid else [])]:
+        for config in bench.trained(task, params):
             runs = [run for run in config.runs if keep(run)]
             if runs:
-                yield Shape(name, config.name + (" (bench)" if config.home else ""), runs,
-                            lambda run=runs[0], task=task, where=where:
+                yield Shape(config, runs, lambda run=runs[0], task=task, where=where:
                             build(task, run, params, where, trial=True))
 
 

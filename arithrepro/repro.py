@@ -121,7 +121,7 @@ def training_cells(root: Path, names: list[str]) -> dict:
         return {}
     params = config.load(root / "params.yaml", record=False)
     known = {run.cell: run for task in TASKS.values()
-             for run in [*task.runs(params), *(bench.runs(task, params) if task.grid else [])]}
+             for config in bench.trained(task, params) for run in config.runs}
     return {s: known[s] for s in names if s in known}
 
 
@@ -130,7 +130,7 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
     names, upstream, pending, cells = plan(targets)
     cores = sorted(os.sched_getaffinity(0))
     workers, threads, on_gpu = slots(cpu, jobs_wanted, gpus, per_gpu)
-    jobs = order_jobs(names, upstream, pending, cells if ensemble else None, pull)
+    jobs = order_jobs(names, upstream, pending, cells, pull, ensemble)
     if not jobs:
         echo("Data and pipelines are up to date.")
         return 0

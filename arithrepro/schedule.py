@@ -11,35 +11,42 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Job:
-    """One process to run: a stage, or a group of training cells trained as one ensemble."""
+    """One process to run: a stage, or a configuration's pending training cells trained as one
+    ensemble."""
 
     stages: list[str]
     argv: list[list[str]]  # commands run one after another
     upstream: set = field(default_factory=set)
+    runs: tuple = ()       # its training cells' runs.Run, in its stages' order (none: no cell)
+
+    @property
+    def config(self):
+        """The configuration its cells are seeds of; None for a stage that trains nothing."""
+        return self.runs[0].config if self.runs else None
 
     @property
     def name(self) -> str:
-        if len(self.stages) == 1:
-            return self.stages[0]
-        return f"{self.stages[0]} (+{len(self.stages) - 1} as one ensemble)"
+        more = len(self.stages) - 1
+        return self.stages[0] + (f" (+{more} as one ensemble)" if more else "")
 
 
 def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[str],
-               cells: dict | None = None, pull: bool = False) -> list[Job]:
+               cells: dict | None = None, pull: bool = False, ensemble: bool = True) -> list[Job]:
     """The jobs for `stages` (in DVC's order, upstream first) given each stage's upstream
-    stages and the stages DVC reports changed; `cells` (the training cells' runs.Run), to train
-    the pending seeds of a configuration as one ensemble. A stage not reported changed still runs when
-    something upstream of it runs (DVC then decides: its inputs may be new); one whose whole
-    upstream stays untouched is skipped here, as DVC would skip it. Jobs come back in the
-    order they may start, each with the jobs it waits for (by the first stage's name). With
-    `pull`, each stage first looks for its outputs in the DVC remote (`dvc repro --pull`): a
-    stage the remote or its run cache holds is restored, not run."""
+    stages and the stages DVC reports changed; `cells`, the training cells' runs.Run: with
+    `ensemble`, the pending seeds of a configuration train as one ensemble. A stage not reported
+    changed still runs when something upstream of it runs (DVC then decides: its inputs may be
+    new); one whose whole upstream stays untouched is skipped here, as DVC would skip it. Jobs
+    come back in the order they may start, each with the jobs it waits for (by the first
+    stage's name). With `pull`, each stage first looks for its outputs in the DVC remote
+    (`dvc repro --pull`): a stage the remote or its run cache holds is restored, not run."""
+    cells = cells or {}
     runs: set[str] = set()
     for s in stages:
         if s in pending or upstream[s] & runs:
             runs.add(s)
     chosen = [s for s in stages if s in runs]
-    key = {s: _config_of(cells[s]) for s in chosen if s in cells} if cells else {}
+    key = {s: _config_of(cells[s]) for s in chosen if s in cells} if ensemble else {}
     groups: dict[tuple, list[str]] = {}
     for s in chosen:
         if key.get(s):
@@ -49,7 +56,8 @@ def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[st
         members = groups[key[s]] if key.get(s) else [s]
         if s != members[0]:
             continue
-        job = Job(members, commands(members, cells, pull))
+        job_runs = tuple(cells[m] for m in members if m in cells)
+        job = Job(members, commands(members, job_runs, pull), runs=job_runs)
         for m in members:
             job_of[m] = job
         jobs.append(job)
@@ -66,11 +74,12 @@ def _config_of(run) -> tuple:
     return run.task, run.home, run.config.name
 
 
-def commands(stages: list[str], cells: dict | None, pull: bool = False) -> list[list[str]]:
+def commands(stages: list[str], runs: tuple = (), pull: bool = False) -> list[list[str]]:
+    """A stage through DVC; a configuration's cells (`runs`, more than one) trained as one
+    ensemble, then recorded."""
     if len(stages) == 1:
         return [["dvc", "--wait-for-lock", "repro", "--single-item", *(["--pull"] if pull else []),
                  stages[0]]]
-    runs = [cells[s] for s in stages]
     return [["arithrepro", "train", "--task", runs[0].task, *(["--bench"] if runs[0].home else []),
              *(r.name for r in runs)],
             ["dvc", "--wait-for-lock", "commit", "--force", *stages]]

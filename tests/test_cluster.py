@@ -208,7 +208,7 @@ class FakeJob:
 
 
 def test_follow_sends_a_failed_job_again_then_gives_up_naming_its_log(tmp_path):
-    assignments = [cluster.Assignment([f"train-x@c-{i}"], [], []) for i in range(3)]
+    assignments = [cluster.Assignment([f"train-x@c-{i}"], []) for i in range(3)]
     plan = {"train-x@c-0": [True], "train-x@c-1": [False, True], "train-x@c-2": [False] * 3}
     most = []
 
@@ -272,9 +272,9 @@ def test_each_stage_family_is_one_array_with_its_longest_cells_time(tmp_path):
     another family gets its own; the jobs come back in the cells' order."""
     from submitit.slurm.test_slurm import mocked_slurm
 
-    assignments = [cluster.Assignment(["train-expr@gpt-small-0"], [], [], 600.0),
-             cluster.Assignment(["train-looped@standard-notebook-0"], [], [], 60.0),
-             cluster.Assignment(["train-expr@lstm-small-0"], [], [], 3600.0)]
+    assignments = [cluster.Assignment(["train-expr@gpt-small-0"], [], seconds=600.0),
+                   cluster.Assignment(["train-looped@standard-notebook-0"], [], seconds=60.0),
+                   cluster.Assignment(["train-expr@lstm-small-0"], [], seconds=3600.0)]
     source = cluster.Source(str(tmp_path), "0" * 40, str(tmp_path))
     with mocked_slurm():
         jobs = cluster.submitter("slurm", tmp_path, {"partition": "gpu"}, 2, True, source,

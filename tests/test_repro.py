@@ -95,6 +95,9 @@ def test_pending_seeds_of_one_configuration_train_as_one_ensemble_then_are_commi
     by_first = {j.stages[0]: j for j in jobs}
     ensemble = by_first["train-x@m-s-1"]
     assert ensemble.stages == ["train-x@m-s-1", "train-x@m-s-2"]
+    # a job is a view of its configuration: the runs of its cells, one configuration's seeds
+    assert [r.seed for r in ensemble.runs] == [1, 2] and ensemble.config.name == "m-s"
+    assert by_first["eval@m-s-1"].config is None and by_first["train-x@m-t-0"].config.name == "m-t"
     assert ensemble.argv == [["arithrepro", "train", "--task", "x", "m-s-1", "m-s-2"],
                              ["dvc", "--wait-for-lock", "commit", "--force",
                               "train-x@m-s-1", "train-x@m-s-2"]]
