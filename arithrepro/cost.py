@@ -128,7 +128,8 @@ def step_rows(params: dict, rounds: int, warmup: int, timed: int) -> list[dict]:
     from arithrepro.config import resolve_graphs
     from arithrepro.models.registry import spec_of
     from arithrepro.projection import placement
-    from arithrepro.runs import Placement, build
+    from arithrepro.runner import build
+    from arithrepro.runs import Placement
     from arithrepro.tasks.charlm import TASK
 
     device, precisions = placement(params)

@@ -42,7 +42,8 @@ def shapes(params: dict, tasks, keep: Callable = lambda run: True) -> Iterator[S
     """Every run shape of `tasks` in the params, the benchmark's runs included, of the runs
     `keep` keeps."""
     from arithrepro import bench
-    from arithrepro.runs import Placement, build
+    from arithrepro.runner import build
+    from arithrepro.runs import Placement
     from arithrepro.config import resolve_graphs
     from arithrepro.tasks.registry import TASKS
 

@@ -1,6 +1,9 @@
-"""The one place a run of any task is trained and its records written: model.pt, train.json
-and live/ (dvclive's series) in its folder, then, for a task scored as it trains, its record
-and curve (arithrepro/runs.py's Files says where each lives; records.py writes every record)."""
+"""The one place a run of any task is found, made and trained, and its records written: the
+stage's run found among its task's configurations (`find`), built from its configuration and
+the data its task gives it (`build`), trained, then model.pt, train.json and live/ (dvclive's
+series) in its folder and, for a task scored as it trains, its record and curve
+(arithrepro/runs.py's Files says where each lives; records.py writes every record). It sits
+above the tasks: it asks them, they never call it; runs.py's values sit below both."""
 
 from __future__ import annotations
 
@@ -9,7 +12,68 @@ import json
 from pathlib import Path
 
 from arithrepro.records import write_record
-from arithrepro.runs import Built, Placement, Run
+from arithrepro.runs import Built, Config, Data, Placement, Run, thaw
+
+
+def configure(run: Run, where: Placement, data: Data | None = None):
+    """(architecture, TrainConfig) of `run` on `where`: its configuration's, with what its data
+    decides (`data`; a grid task's decides nothing); the one place a run's loop settings are
+    made, for every task."""
+    from arithrepro.train.config import TrainConfig
+
+    c = run.config
+    extra = data.architecture if data is not None else {}
+    arch = thaw(c.architecture)
+    arch.update({k: v for k, v in extra.items() if k != "dims"})
+    arch["dims"] = {**arch.get("dims", {}), **extra.get("dims", {})}
+    loop = {**thaw(c.loop), **(data.loop if data is not None else {})}
+    cfg = TrainConfig(**loop, seed=run.seed, precision=where.precision, compile=where.compile,
+                      graphs=where.graphs)
+    return arch, cfg
+
+
+def reads(run: Run, arch: dict) -> dict:
+    """The params `run`'s result depends on (provenance, dvclive's params, the resume
+    fingerprint): its configuration's settings, architecture and loop, and its seed."""
+    c = run.config
+    return {"config": c.name, "architecture": arch, "loop": thaw(c.loop),
+            "settings": thaw(c.settings), "seed": run.seed}
+
+
+def build(task, run: Run, params: dict, where: Placement, trial: bool = False) -> Built:
+    """`run` of `task` ready to train on `where`, the same way for every task. trial: on data
+    made in memory, without the files earlier stages write (`arithrepro estimate` times runs
+    before they exist)."""
+    import torch
+
+    from arithrepro.models.registry import build_model
+
+    data = task.data(run, params, where.device, trial)
+    arch, cfg = configure(run, where, data)
+    torch.manual_seed(run.seed)   # the model's initialization, after the data's draws
+    net = build_model(arch["model"], arch["size"], dropout=arch["dropout"], form=arch.get("form"),
+                      **arch["dims"])
+    return Built(net.to(where.device), arch, data, cfg, reads(run, arch))
+
+
+def find(task, params: dict, name: str, among: list[Config] | None = None) -> Run:
+    """The run of `task` called `name` among the configurations `among` (the benchmark's of
+    it), else among the task's own in these params (ParamsError naming the ones there are: the
+    name is the caller's input, refused as the params are). Listing them reads nothing of the
+    params; the one found is built again from them, so that what it reads is recorded
+    (params_reads) as the stage's reads."""
+    from arithrepro.params_reads import unrecorded
+
+    listed = task.configs(unrecorded(params)) if among is None else among
+    runs = {r.name: r for c in listed for r in c.runs}
+    if name not in runs:
+        shown = ", ".join(list(runs)[:12]) + (", ..." if len(runs) > 12 else "") or "none"
+        what = "a run" if among is None else "a benchmark run"
+        from arithrepro.schema import ParamsError
+
+        raise ParamsError(f"run {name}: not {what} of {task.name} in these params ({shown})")
+    found = runs[name]
+    return Run(task.config(params, *found.config.key, seeds=found.config.seeds), found.seed)
 
 
 def fingerprint(built: Built) -> str:
@@ -39,7 +103,6 @@ def train(task, runs: list[Run], params: dict, where: Placement, rank: int = 0,
     from arithrepro.live import Series
     from arithrepro.models.registry import spec_of
     from arithrepro.observers import NonFiniteLoss
-    from arithrepro.runs import build
     from arithrepro.train.ensembles import ensemble_of
     from arithrepro.train.loop import fit
 

@@ -29,7 +29,8 @@ def _timed(build, cfg, warmup: int, timed: int):
 def bench_compile(params: dict, device: str, warmup: int = 3, timed: int = 10) -> None:
     from arithrepro.models.registry import build_model
 
-    from arithrepro.runs import Placement, configure
+    from arithrepro.runner import configure
+    from arithrepro.runs import Placement
     from arithrepro.tasks.registry import TASKS
 
     params = {**params, "profile": "cpu"}

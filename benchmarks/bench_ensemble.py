@@ -34,7 +34,8 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import spec_of
     from arithrepro.device import resolve_device
-    from arithrepro.runs import Placement, build
+    from arithrepro.runner import build
+    from arithrepro.runs import Placement
 
     device = resolve_device(params["device"])
     # on a GPU, each step a CUDA graph where the params ask for it
@@ -72,7 +73,8 @@ def _one_process(task_name, run, params, threads, barrier, warmup, timed, out, d
     barrier."""
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import spec_of
-    from arithrepro.runs import Placement, build
+    from arithrepro.runner import build
+    from arithrepro.runs import Placement
     from arithrepro.tasks.registry import TASKS
 
     torch.set_num_threads(threads)

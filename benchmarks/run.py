@@ -108,7 +108,8 @@ def loop_step(params, model: str, size: str, batch: int, repeats: int) -> float:
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import MODELS, build_model
 
-    from arithrepro.runs import Placement, configure
+    from arithrepro.runner import configure
+    from arithrepro.runs import Placement
     from arithrepro.tasks.registry import TASKS
 
     p = {**params, "expr": {**params["expr"], "train": {**params["expr"]["train"],

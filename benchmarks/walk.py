@@ -7,12 +7,15 @@ part is a package (tasks/, train/, models/, ...) or a top-level module (runs.py,
                                                                      data stage has run)
 
 Runs `arithrepro train` in this process under a profiler hook that sees every Python call. Only
-what runs inside the stage's finding of its run (runs.find, once the params are read and checked)
+what runs inside the stage's finding of its run (runner.find, once the params are read and checked)
 and the runner's training of it (runner.train) counts. A part is entered when a call goes from
 one part into a function of another; a climb back up is an
 entry into a part that is already on the stack beneath the caller. Each (caller's part, function
 called) pair counts once (the loop repeats the same path every step), so the counts describe
-the path, not the steps: a task asked four questions of a run is entered four times.
+the path, not the steps: a task asked four questions of a run is entered four times. Each
+part's callers (the other parts it is entered from) are listed too: a layer is entered from the
+layer above it; a part entered from many is a leaf everything uses (the run's values, io) or a
+part that several layers reach into.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections import Counter
 PROJECT = ("arithrepro", "stages")
 # where the walk is followed: the train stage finding its run (after the params are read and
 # checked) and the runner training it and writing its records
-WALK = {("arithrepro.runs", "find"), ("arithrepro.runner", "train")}
+WALK = {("arithrepro.runner", "find"), ("arithrepro.runner", "train")}
 
 
 def _module(frame) -> str | None:
@@ -83,6 +86,12 @@ def main() -> None:
         if n > 2:
             called = ", ".join(f"{f} (from {c.split('.')[-1]})" for c, m, f in order if m == mod)
             print(f"  {n:3d}  {mod}: {called}")
+    print("entered from:")
+    callers: dict = {}
+    for c, m, _ in order:
+        callers.setdefault(m, set()).add(c)
+    for mod, parts in sorted(callers.items(), key=lambda item: (-len(item[1]), item[0])):
+        print(f"  {len(parts)}  {mod} <- {', '.join(sorted(parts))}")
     print(f"{len(climbs)} climbs back up:")
     for line in climbs:
         print(f"  {line}")

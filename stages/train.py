@@ -42,7 +42,7 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     config.known_task(task)
     t = TASKS[task]
     among = benchmark.configs(t, unrecorded(params)) if bench else None
-    todo = [runs.find(t, params, name, among) for name in names]
+    todo = [runner.find(t, params, name, among) for name in names]
     if len(set(names)) < len(names):
         raise ValueError(f"runs {' '.join(names)}: a run named twice")
     device, precision = config.placement(params, task)

@@ -124,9 +124,10 @@ def test_estimate_refuses_an_unknown_profile():
 
 
 def test_grid_cells_are_timed_with_their_own_loop_config(smoke_params):
-    """The estimate builds a run through the train stage's own runs.configure: its optimizer and
+    """The estimate builds a run through the train stage's own runner.configure: its optimizer and
     progressive loss, and the stream task's own batches."""
-    from arithrepro.runs import Placement, configure
+    from arithrepro.runner import configure
+    from arithrepro.runs import Placement
 
     params = smoke_params
     run = TASKS["abacus"].config(params, "abacus", "l2r2", seeds=(0,)).runs[0]

@@ -127,7 +127,8 @@ def _train_and_score(task, params, data_dir, model, tmp_path):
     loaded from the registry, scored."""
     from arithrepro import bench
     from arithrepro.io import save_torch
-    from arithrepro.runs import Placement, build
+    from arithrepro.runner import build
+    from arithrepro.runs import Placement
     from arithrepro.train.loop import fit
 
     (run,) = [r for r in bench.runs(task, params) if r.model == model]

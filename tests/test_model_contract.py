@@ -388,7 +388,8 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     from arithrepro.io import save_torch
     from arithrepro.models.registry import build_model, load_model
     from arithrepro.schema import ParamsError
-    from arithrepro.runs import Placement, Run, configure
+    from arithrepro.runner import configure
+    from arithrepro.runs import Placement, Run
     from arithrepro.tasks.registry import TASKS
     from arithrepro.train.loop import fit
 
@@ -412,7 +413,7 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     monkeypatch.setitem(MODELS, "toy", ModelSpec(toy.build, "tokens", ("d_model", "layers")))
 
     config.validate(params)
-    from arithrepro.runs import find
+    from arithrepro.runner import find
 
     name = f"toy-small-{params['expr']['seeds'][0]}"
     assert find(TASKS["expr"], params, name).name == name

@@ -245,7 +245,7 @@ def test_the_modular_task_is_not_a_grid_task(params):
 
 
 def test_an_unknown_run_is_one_line_naming_the_runs():
-    from arithrepro.runs import find
+    from arithrepro.runner import find
     from arithrepro.tasks.modular import TASK
 
     with pytest.raises(config.ParamsError, match=r"run gpt-sin-data.r0.5-0: not a run of modular .*"
@@ -268,7 +268,8 @@ def test_attention_samples_must_be_samples_of_the_data(params):
 
 
 def test_the_loop_gets_the_cells_warmup_beta2_and_eps(params):
-    from arithrepro.runs import Placement, build
+    from arithrepro.runner import build
+    from arithrepro.runs import Placement
     from arithrepro.tasks.modular import TASK
 
     p = config.compose(["profile=smoke"])

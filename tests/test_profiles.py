@@ -125,7 +125,8 @@ def test_dvc_lists_the_paper_cells(tmp_path):
     ("cpu", "looped", ("adam", "linear", 0.02, 0.0, True)),
 ])
 def test_each_profile_trains_with_its_stated_loop(profile, task, expected):
-    from arithrepro.runs import Placement, configure
+    from arithrepro.runner import configure
+    from arithrepro.runs import Placement
     from arithrepro.tasks.registry import TASKS
 
     params = config.compose([f"profile={profile}"], ROOT / "conf")

@@ -1,6 +1,6 @@
 """One run shape for every task: where a run's files live is said once (arithrepro/runs.py), the
 dvc.yaml a task declares names the same files its runs write, every task's runs are built by
-runs.build, and every record starts with the run's head and ends with its provenance."""
+runner.build, and every record starts with the run's head and ends with its provenance."""
 
 import ast
 import re
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from arithrepro import config
-from arithrepro.runs import Config, Files, Placement, Run, build, configure, run_name
+from arithrepro.runner import build, configure
+from arithrepro.runs import Config, Files, Placement, Run, run_name
 from arithrepro.tasks.registry import TASKS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,8 +82,8 @@ def test_a_runs_name_and_folders():
 
 @pytest.mark.parametrize("task", list(TASKS))
 def test_every_task_builds_its_runs_the_same_way(task, smoke):
-    """runs.build makes the first run of every task (on data made in memory): the model its
-    architecture names, initialized from the run's seed, and the loop runs.configure makes."""
+    """runner.build makes the first run of every task (on data made in memory): the model its
+    architecture names, initialized from the run's seed, and the loop runner.configure makes."""
     import torch
 
     t = TASKS[task]
@@ -138,3 +139,28 @@ def test_a_cell_is_only_dvcs_and_a_size_only_a_models():
     assert not funcs
 
 
+
+
+def _imported(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return {m for m in found if m.startswith("arithrepro")}
+
+
+def test_a_run_is_made_by_layers_that_call_only_down():
+    """runs.py's values sit below the tasks and the loop, and import no other part; the tasks,
+    the loop and the models never reach up to what makes and trains a run (runner.py), or to
+    what schedules or reports it (benchmarks/walk.py follows the same path call by call)."""
+    package = ROOT / "arithrepro"
+    assert _imported(package / "runs.py") == set()
+    above = {"arithrepro.runner", "arithrepro.schedule", "arithrepro.repro", "arithrepro.cluster",
+             "arithrepro.projection", "arithrepro.report", "arithrepro.findings"}
+    for part in ("tasks", "train", "models"):
+        for path in sorted((package / part).glob("*.py")):
+            reached = {m for m in _imported(path) if m.split(".")[:2] != ["arithrepro", part]}
+            up = {m for m in reached if any(m == a or m.startswith(a + ".") for a in above)}
+            assert not up, f"{path.relative_to(ROOT)} imports {sorted(up)}"

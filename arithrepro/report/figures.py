@@ -1,5 +1,8 @@
 """Each task's PNG figures, one line per task: the function that draws them and what it reads
-(beside the task's run records) and writes; a task without a line has its tables only.
+(beside the task's run records) and writes; a task without a line has its tables only. A task
+whose tables are its own, not the main table of report/tables.py, names their writer
+(`tables`: its rows -> {suffix: text}, each written to metrics/<task>.<suffix>, the markdown's
+first; its STAGES.tables names the files).
 
 A renderer takes (the task's rows in the form of metrics/summary.csv, plots/<task>/eval,
 data/<task>, plots/<task>) and returns the paths it wrote. render-figures-<task> runs it; dvc.yaml's
@@ -16,6 +19,7 @@ from arithrepro.report.abacus_looped_figures import render_abacus, render_looped
 from arithrepro.report.charlm_figures import render_charlm
 from arithrepro.report.expr_figures import render_expr
 from arithrepro.report.modular_figures import render_modular
+from arithrepro.report.modular_tables import write as modular_tables
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class Figures:
     reads: tuple[str, ...]
     writes: tuple[str, ...]
     shown: tuple[str, ...] = ()
+    tables: Callable | None = None
 
 
 def _modular(*studies: str) -> tuple[str, ...]:
@@ -48,7 +53,8 @@ FIGURES = {
                                 "size_curves", "size_metrics", "size_params", "compute_curves",
                                 "compute_metrics", "compute_budgets", "regularization_curves",
                                 "regularization_metrics"),
-                       _modular("sanity_curves", "sanity_dynamics", "data_metrics")),
+                       _modular("sanity_curves", "sanity_dynamics", "data_metrics"),
+                       tables=modular_tables),
     "charlm": Figures(render_charlm, ("runs/charlm", "data/charlm/meta.json"),
                       ("plots/charlm/loss_curves.png",),
                       ("plots/charlm/loss_curves.png",)),

@@ -3,8 +3,9 @@
 A run record is metrics/<task>/runs/<model>-<size>-<seed>.json: the keys task, model, size
 and seed, any numeric metrics, and optionally a provenance block (arithrepro.provenance, per
 stage: {"train": {...}, "evaluate": {...}}). Nothing here names a task, and no task's metrics
-except to put the common ones first: what a task's report adds (its counted families, its own
-tables) it declares in its REPORT (tasks/declared.py), so a new task's metrics flow through.
+except to put the common ones first: a task's counted families are declared in its REPORT
+(tasks/declared.py), tables of its own beside its figures (report/figures.py), so a new task's
+metrics flow through.
 """
 
 from __future__ import annotations
@@ -377,14 +378,16 @@ def write_summary(metrics_dir: Path, df: pd.DataFrame, reports: dict) -> list[Pa
 
 
 def write_task_tables(metrics_dir: Path, task: str, df: pd.DataFrame) -> list[Path]:
-    """metrics/<task>.md from the task's rows of df: its main table and a table per counted
-    family, or the tables its REPORT writes itself (each a metrics/<task>.<suffix>)."""
+    """metrics/<task>.md from the task's rows of df: its main table, or the tables it writes
+    itself (report/figures.py: each a metrics/<task>.<suffix>), then a table per counted family
+    its REPORT declares."""
+    from arithrepro.report.figures import FIGURES
     from arithrepro.tasks.declared import Report
     from arithrepro.tasks.registry import REPORTS
 
     report, rows = REPORTS.get(task, Report()), df[df["task"] == task]
-    texts = (report.tables(rows) if report.tables
-             else {"md": markdown_table(df, task, default_metrics(df, task))})
+    own = FIGURES[task].tables if task in FIGURES else None
+    texts = own(rows) if own else {"md": markdown_table(df, task, default_metrics(df, task))}
     for count in report.counts:
         texts["md"] += "\n" + by_suffix_table(rows, count.prefix, count.label,
                                               f"{task}: {count.title}", count.note)

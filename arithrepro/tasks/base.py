@@ -21,7 +21,7 @@ train_sampler(params, device) instead of train_batches.
 Every task says what its params ask for as configurations, `configs(params)` (arithrepro/
 runs.py's Config: a model at a size with its architecture, loop and settings, over its seeds; in
 dvc.yaml's order, each seed a cell of a train stage): it lists them (`listed`) and builds one
-(`config`), and gives a run its `data`. runs.build makes a run from its configuration and its
+(`config`), and gives a run its `data`. runner.build makes a run from its configuration and its
 data, the same for every task; arithrepro/runner.py trains it. modular and charlm score their
 runs as they train: they return their records' fields from `record` (and modular its curve from
 `curve`), which the runner writes; they build the registry models their TAKES names (`own`).
@@ -118,7 +118,7 @@ class Task(ABC):
         """Every configuration these params ask for, in dvc.yaml's order. Listing them reads
         the lists that name them (a report that reads its runs' records reads those), not their
         values: a stage that trains or reads a configuration's values builds it from the
-        params itself (`config`; runs.find does so for the train stage)."""
+        params itself (`config`; runner.find does so for the train stage)."""
         plain = unrecorded(params)
         return [self.config(plain, *key, seeds=seeds) for key, seeds in self.listed(params)]
 

@@ -42,13 +42,11 @@ class Report:
     """What a task's report shows. `headline`: what a reader compares first, in
     metrics/headline.json (mean and std over seeds per model and size) and a grid stage's
     summary line, over the sizes `headline_sizes` matches (a regular expression; empty: every
-    size). `counts`: its counted families, each a table after the main one. `tables`: its own
-    tables in place of the main one, {suffix: text} from its rows, written to
-    metrics/<task>.<suffix> (the markdown's first; STAGES.tables names the files)."""
+    size). `counts`: its counted families, each a table after the main one (a task whose
+    tables are its own names their writer in report/figures.py)."""
     headline: tuple[str, ...] = ()
     headline_sizes: str = ""
     counts: tuple[Count, ...] = ()
-    tables: Callable[..., dict[str, str]] | None = None
 
 
 @dataclass(frozen=True)

@@ -198,14 +198,5 @@ STAGES = Stages(
     records=tuple(str(records_dir("modular") / study) for study in STUDIES),
     tables=("metrics/modular.md", "metrics/modular.tex"), make=stages)
 # the sanity study: each model at the base configuration
-
-
-def _tables(rows) -> dict[str, str]:
-    """The studies' tables, as markdown and LaTeX (the report's, loaded when it runs)."""
-    from arithrepro.report.modular_tables import write
-
-    return write(rows)
-
-
-REPORT = Report(("val_acc",), headline_sizes="^sanity$", tables=_tables)
+REPORT = Report(("val_acc",), headline_sizes="^sanity$")
 TAKES = Takes(own=OWN_MODELS)
