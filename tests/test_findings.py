@@ -192,7 +192,8 @@ COMPUTE = {"modular": {"studies": {"compute": {"budgets": [0.25, 1.0]}}}}
 def modular_rows(val=1.0, late=2000, gpt_fit=80, lstm_fit=300, data_gain=0.3, size_gain=500,
                  small_batch_gain=0.2, decay_gain=300, ternary_lag=400, gpt_val_lag=500,
                  gpt_loss_gap=0.003, gpt_acc_gap=0.02, gpt_dt_lead=600, depth_gain=0.1,
-                 batch_loss_gap=0.2, budget_loss_gap=0.3, decay_score_gain=0.1, loss_at=0.97):
+                 batch_loss_gap=0.2, budget_loss_gap=0.3, decay_score_gain=0.1, loss_at=0.97,
+                 lstm_train_rise=0.2, gpt_step_spread=200):
     """Records of every modular study whose findings all hold at the defaults; a gap or lag of
     the other sign makes its finding fail."""
     rows = []
@@ -215,11 +216,18 @@ def modular_rows(val=1.0, late=2000, gpt_fit=80, lstm_fit=300, data_gain=0.3, si
                 rows.append({**base, "size": f"size.L{L}d{d}", "layers": L, "d_model": d,
                              "val_acc_step": 1000 + lag + 10 * seed,
                              "val_acc": 0.6 + (L - 1) * depth_gain + j})
+            # the GPT's accuracy and validation loss move half as far with the batch as the
+            # LSTM's; its training loss rises 0.05 and its step of least training loss moves
+            # gpt_step_spread steps, the LSTM's 100
             for B, gain in ((32, small_batch_gain), (512, 0.0)):
-                loss = 0.5 + (B == 512) * batch_loss_gap + abs(j)
+                big, half = B == 512, 0.5 if gpt else 1.0
+                loss = 0.5 + big * batch_loss_gap * half + abs(j)
                 rows.append({**base, "size": f"compute.B{B}", "batch_size": B,
-                             "a0.25_val_acc": 0.5 + gain + j,
-                             "a0.25_val_loss": loss + budget_loss_gap, "a1_val_loss": loss})
+                             "a0.25_val_acc": 0.5 + gain * half + j,
+                             "a0.25_val_loss": loss + budget_loss_gap, "a1_val_loss": loss,
+                             "a0.25_train_loss": 0.3 + big * (0.05 if gpt else lstm_train_rise) + j,
+                             "a0.25_train_loss_step": 100 + 10 * seed
+                             + big * (gpt_step_spread if gpt else 100)})
             rows.append({**base, "size": "orders", "o2_val_acc_step": 500 + 10 * seed,
                          "o3_val_acc_step": 500 + ternary_lag + 10 * seed})
         for wd, lag, norm in ((0.25, decay_gain, 40.0), (1.0, 0, 40.0 - decay_gain / 30)):
@@ -241,8 +249,24 @@ def test_modular_fails():
                                         ternary_lag=-300, gpt_val_lag=-500, gpt_loss_gap=-0.001,
                                         gpt_acc_gap=-0.02, gpt_dt_lead=-600, depth_gain=-0.1,
                                         batch_loss_gap=-0.2, budget_loss_gap=-0.3,
-                                        decay_score_gain=-0.1, loss_at=0.3), COMPUTE)
+                                        decay_score_gain=-0.1, loss_at=0.3,
+                                        lstm_train_rise=-0.2, gpt_step_spread=0), COMPUTE)
     assert set(got.values()) == {NOT_REPRODUCED}, got
+
+
+def test_a_batch_contrast_needs_both_models_and_says_each_part():
+    """The compute study's contrasts read both models: with the GPT's runs alone they are not
+    tested; a claim true of the LSTM alone (its GPT moving as much) fails on the contrast."""
+    gpt_only = [r for r in modular_rows() if r["model"] == "gpt-sin"]
+    assert check("modular", gpt_only, COMPUTE)["modular.compute-lstm-train-loss"] == UNTESTED
+    alike = [dict(r, **{"a0.25_train_loss": r["a0.25_train_loss"] + 0.15 * (r.get("batch_size") == 512)})
+             if r["model"] == "gpt-sin" and r["size"].startswith("compute") else r
+             for r in modular_rows()]
+    v = next(v for v in verdicts(FINDINGS["modular"], pd.DataFrame(alike), COMPUTE)
+             if v["id"] == "modular.compute-lstm-train-loss")
+    assert v["outcome"] != REPRODUCED
+    assert "lstm-std: L_train within α = 0.25, B 512 − B 32" in v["measured"]
+    assert "rise, B max − B min: lstm-std − gpt-sin" in v["measured"]
 
 
 def test_modular_one_seed_is_n_too_small_to_decide():
@@ -265,7 +289,10 @@ def test_modular_studies_without_runs_are_not_tested():
     got = check("modular", rows, COMPUTE)
     assert [got[k] for k in ("modular.data", "modular.orders", "modular.size",
                              "modular.gpt-depth", "modular.compute", "modular.compute-val-loss",
-                             "modular.decay-scores", "modular.decay")] == [UNTESTED] * 8
+                             "modular.compute-lstm-train-loss", "modular.compute-lstm-val-acc",
+                             "modular.compute-lstm-val-loss-steeper",
+                             "modular.compute-gpt-train-step-varies",
+                             "modular.decay-scores", "modular.decay")] == [UNTESTED] * 12
 
 
 # --- charlm ------------------------------------------------------------------------------------

@@ -154,6 +154,60 @@ def _compute_loss(g, params):
                  stats.compare(*by_a), min(map(len, by_a)), 1, " nats")]
 
 
+MODELS = ("lstm-std", "gpt-sin")
+
+
+def _smallest_budget(params) -> float | None:
+    budgets = sorted(peek(params, "modular", "studies", "compute", "budgets") or [])
+    return budgets[0] if budgets else None
+
+
+def _over_batches(g, col: str, how: str) -> list[float]:
+    """Per seed, one model's `col` across the compute study's batch sizes: its value at the
+    largest B − at the smallest ("rise"), or its largest − smallest over every B ("range");
+    seeds without every B left out."""
+    by_seed = g.pivot_table(index="seed", columns="batch_size", values=col).dropna()
+    if how == "rise":
+        return list(by_seed[by_seed.columns.max()] - by_seed[by_seed.columns.min()])
+    return list(by_seed.max(axis=1) - by_seed.min(axis=1))
+
+
+def _batch_contrast(metric: str, name: str, how: str, ahead: str, scale: float, unit: str,
+                    own: str = ""):
+    """The compute study at its smallest budget α: per seed, each model's `metric` within α·T
+    over the batch sizes (`how`: its rise from the smallest B to the largest, or its range),
+    the `ahead` model's above the other's (exact permutation test over seeds, one-sided); `own`
+    ("up" or "down"): also the first model of MODELS's own rise above 0 or below it (its
+    metric at the largest B against the smallest, the permutation test)."""
+    def check(rows, params):
+        alpha = _smallest_budget(params)
+        sub = _study(rows, "compute")
+        col = f"a{alpha:g}_{metric}" if alpha is not None else ""
+        if alpha is None or col not in sub or not all((sub["model"] == m).any() for m in MODELS):
+            return missing("both models in the compute study")
+        per = {m: _over_batches(sub[sub["model"] == m], col, how) for m in MODELS}
+        if not all(per.values()):
+            return missing("both models at two batch sizes in the compute study")
+        behind = next(m for m in MODELS if m != ahead)
+        word = "rise, B max − B min" if how == "rise" else "range over B"
+        parts = []
+        if own:
+            g = sub[sub["model"] == MODELS[0]]
+            lo, hi = int(g["batch_size"].min()), int(g["batch_size"].max())
+            a, b = (g[g["batch_size"] == x][col].dropna() for x in (hi, lo))
+            parts.append(Part(f"{MODELS[0]}: {name} within α = {alpha:g}, B {hi} − B {lo}"
+                              if own == "up" else
+                              f"{MODELS[0]}: {name} within α = {alpha:g}, B {lo} − B {hi}",
+                              stats.compare(a, b) if own == "up" else stats.compare(b, a),
+                              min(len(a), len(b)), scale, unit))
+        parts.append(Part(f"{name} within α = {alpha:g}, {word}: {ahead} − {behind}",
+                          stats.compare(per[ahead], per[behind]),
+                          min(map(len, per.values())), scale, unit))
+        return each(parts, "")
+
+    return check
+
+
 def _decay_scores(g, params):
     """A larger weight decay: a lower L_val and a higher A_val."""
     return [*_swept("weight_decay", "val_loss", True, "L_val")(g, params),
@@ -301,6 +355,33 @@ FINDINGS = (
             "and at the smallest B, L_val within the smallest α − within the largest: exact "
             "permutation tests over seeds, one-sided, p ≤ 0.05 each",
             _per_model("compute", _compute_loss)),
+    Finding("modular.compute-lstm-train-loss",
+            "at the smallest budget the LSTM's best training loss grows with the batch, the "
+            "GPT's less",
+            "at the smallest α: the LSTM's L_train within α·T at the largest B − at the smallest; "
+            "and per seed that rise, the LSTM's − the GPT's: exact permutation tests over seeds, "
+            "one-sided, p ≤ 0.05 each",
+            _batch_contrast("train_loss", "L_train", "rise", "lstm-std", 1, " nats", own="up")),
+    Finding("modular.compute-lstm-val-acc",
+            "at the smallest budget the LSTM's validation accuracy drops as the batch grows, the "
+            "GPT's less",
+            "at the smallest α: the LSTM's A_val within α·T at the smallest B − at the largest; "
+            "and per seed the rise from the smallest B to the largest, the GPT's − the LSTM's "
+            "(the LSTM's drop the larger): exact permutation tests over seeds, one-sided, "
+            "p ≤ 0.05 each",
+            _batch_contrast("val_acc", "A_val", "rise", "gpt-sin", 100, " points", own="down")),
+    Finding("modular.compute-lstm-val-loss-steeper",
+            "at the smallest budget the LSTM's best validation loss rises more steeply with the "
+            "batch than the GPT's",
+            "at the smallest α, per seed: L_val within α·T at the largest B − at the smallest, "
+            "the LSTM's − the GPT's: exact permutation test over seeds, one-sided, p ≤ 0.05",
+            _batch_contrast("val_loss", "L_val", "rise", "lstm-std", 1, " nats")),
+    Finding("modular.compute-gpt-train-step-varies",
+            "at the smallest budget the GPT's step of least training loss varies more with the "
+            "batch than the LSTM's",
+            "at the smallest α, per seed: the range over B of t_f(L_train) within α·T, the "
+            "GPT's − the LSTM's: exact permutation test over seeds, one-sided, p ≤ 0.05",
+            _batch_contrast("train_loss_step", "t_f(L_train)", "range", "gpt-sin", 1, " steps")),
     Finding("modular.decay-scores", "a higher weight decay lowers the loss and raises the accuracy",
             "the LSTM: L_val at the smallest weight decay − at the largest, and A_val at the "
             "largest − at the smallest: exact permutation tests over seeds, one-sided, p ≤ 0.05 "
