@@ -120,17 +120,22 @@ class AssignmentJob(submitit.helpers.Checkpointable):
 
 
 def _run(argv: list[str], cwd: Path, env: dict) -> str:
-    """A job's command, its output echoed to the job's log and returned."""
+    """A job's command, its output echoed to the job's log as it comes (a job killed, cancelled
+    or preempted mid-run leaves how far it got) and returned."""
     print("$ " + " ".join(argv), flush=True)
     if argv[0] == "dvc":
         argv = [sys.executable, "-m", "dvc", *argv[1:]]
-    proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    print(proc.stdout, end="", flush=True)
+    lines = []
+    with subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:   # a progress bar's updates (\r) arrive as lines
+            print(line, end="", flush=True)
+            lines.append(line)
+    out = "".join(lines)
     if proc.returncode:
-        last = proc.stdout.strip().splitlines()[-1:] or [""]
+        last = out.strip().splitlines()[-1:] or [""]
         raise AssignmentFailed(f"`{' '.join(argv)}` exited {proc.returncode}: {last[0][:300]}")
-    return proc.stdout
+    return out
 
 
 def prepare(checkout: Path, source: Source) -> None:
@@ -352,18 +357,20 @@ def follow(assignments: list[Assignment], submit, echo=print, at_once: int | Non
 
 def _outcome(job, grace_s: float) -> str | None:
     """None for a job that returned its result; else why not, in one line. A shared filesystem
-    may show a finished job's result late: it has `grace_s` to appear."""
+    may show a finished job's result late: it has `grace_s` to appear. A cancelled job reads as
+    cancelled whatever it left: scancel sends its command SIGTERM first, and the job's own
+    process then records the command's end as its error."""
     end = time.monotonic() + grace_s
     while not job.paths.result_pickle.exists() and time.monotonic() < end:
         time.sleep(1)
-    if not job.paths.result_pickle.exists():
-        state = str(job.state)
-        if state.startswith("CANCELLED"):   # "CANCELLED by <uid>": scancel, or an administrator
-            return f"cancelled ({state.lower()})"
-        return f"ended without a result (state {state})"
-    error = job.exception()
-    if error is None:
+    error = job.exception() if job.paths.result_pickle.exists() else None
+    if job.paths.result_pickle.exists() and error is None:
         return None
+    state = str(job.state)
+    if state.startswith("CANCELLED"):   # "CANCELLED by <uid>": scancel, or an administrator
+        return f"cancelled ({state.lower()})"
+    if error is None:
+        return f"ended without a result (state {state})"
     lines = [line for line in str(error).splitlines() if line.strip() and not line.startswith("-")]
     cause = next((line for line in reversed(lines)
                   if "AssignmentFailed" in line or "Error" in line),

@@ -99,8 +99,10 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
     if ensemble is None:
         jobs_on = ("cuda" if gpu_jobs else "cpu") if executor == "slurm" else here
         ensemble = bool(params) and ensemble_default(params, jobs_on, pull)
-    # this machine's projection sets the jobs' time limits only where it is the jobs' kind
-    like_here = executor != "slurm" or gpu_jobs == (here != "cpu")
+    # this machine's projection sets the jobs' time limits only where it is the jobs' kind, and
+    # the limit is not the user's own (--slurm time=MINUTES)
+    like_here = (executor != "slurm" or gpu_jobs == (here != "cpu")) \
+        and not {"time", "timeout_min"} & set(options)
     try:
         if executor:
             code = cluster.reproduce(

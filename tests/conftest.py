@@ -89,7 +89,7 @@ def smoke_first_run(tmp_path_factory, worker_id):
 # ends on short files and neither worker waits long for the other. The rest follows in
 # collection order.
 FIRST = ["test_pipeline.py", "test_queue.py", "test_config.py", "test_pipeline_remote.py",
-         "test_kill.py", "test_split_grid.py", "test_cluster.py", "test_two_commands.py", "test_bad_input.py",
+         "test_kill.py", "test_split_grid.py", "test_cluster.py", "test_slurm.py", "test_two_commands.py", "test_bad_input.py",
          "test_device.py", "test_ddp.py", "test_pipeline_extend.py", "test_crosscheck.py", "test_repro.py",
          "test_ensemble.py", "test_charlm_task.py"]
 

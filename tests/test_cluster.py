@@ -4,8 +4,9 @@ The local executor runs the path a SLURM cluster takes (submitit's pickled job, 
 pull, `dvc repro --single-item --pull`, push of outputs and run cache, collection by `dvc repro
 --pull`) as real processes here, on looped's smoke grid: one job is killed with its whole
 process tree once its run has written a checkpoint, is sent again and resumes, and the collected
-outputs are the smoke run's to the bit. What only a cluster has (sbatch and its parameters) is
-checked against submitit's own mocked SLURM."""
+outputs are the smoke run's to the bit. The same path against a real SLURM: tests/test_slurm.py;
+what a one-node cluster cannot show (partitions, accounts, GPUs) is checked here against
+submitit's own mocked SLURM."""
 
 import json
 import os
@@ -228,6 +229,29 @@ def test_follow_sends_a_failed_job_again_then_gives_up_naming_its_log(tmp_path):
     assert "ended without a result (state NODE_FAIL)" in text
     assert text.count("done      ") == 2
     assert max(most) <= 2, most
+
+
+class CancelledJob(FakeJob):
+    """A job scancel ended after its own process recorded `error` (None: it had finished)."""
+
+    state = "CANCELLED by 0"
+
+    def __init__(self, tmp: Path, error):
+        super().__init__(tmp, ok=False, polls=0)
+        self.error = error
+        self.paths.result_pickle.touch()
+
+    def exception(self):
+        return self.error
+
+
+def test_a_cancelled_job_reads_as_cancelled_whatever_its_command_left(tmp_path):
+    """scancel sends a job's command SIGTERM before SLURM marks it CANCELLED: the job's process
+    records the command's end (exited -15) as its error, and the line still says cancelled (a
+    real SLURM shows this; tests/test_slurm.py). A finished job's result wins over any state."""
+    killed = RuntimeError("AssignmentFailed: `dvc repro ...` exited -15")
+    assert cluster._outcome(CancelledJob(tmp_path, killed), grace_s=0) == "cancelled (cancelled by 0)"
+    assert cluster._outcome(CancelledJob(tmp_path, None), grace_s=0) is None
 
 
 def test_a_job_refuses_code_other_than_its_checkout(tmp_path):

@@ -139,10 +139,12 @@ def steady(markdown: str) -> str:
 
 
 class Run:
-    """`dvc repro TARGET` in its own process group, its output read line by line."""
+    """`dvc repro TARGET` in its own process group, its output read line by line; `env`: what
+    it needs beside ENV (a cluster's SLURM_CONF)."""
 
-    def __init__(self, cwd: Path, args=("dvc", "repro", TARGET)):
-        self.proc = subprocess.Popen(list(args), cwd=cwd, env=ENV, stdout=subprocess.PIPE,
+    def __init__(self, cwd: Path, args=("dvc", "repro", TARGET), env: dict | None = None):
+        self.proc = subprocess.Popen(list(args), cwd=cwd, env={**ENV, **(env or {})},
+                                     stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
         self.lines: list[str] = []
