@@ -1,9 +1,9 @@
-"""The one place a run of any task is found, made and trained, and its records written: the
-stage's run found among its task's configurations (`find`), built from its configuration and
-the data its task gives it (`build`), trained, then model.pt, train.json and live/ (dvclive's
-series) in its folder and, for a task scored as it trains, its record and curve
-(arithrepro/runs.py's Files says where each lives; records.py writes every record). It sits
-above the tasks: it asks them, they never call it; runs.py's values sit below both."""
+"""The one place a run of any task is made and trained, and its records written: the run (found
+by lookup.py) built from its configuration and the data its task gives it (`build`), trained,
+then model.pt, train.json and live/ (dvclive's series) in its folder and, for a task scored as
+it trains, its record and curve (arithrepro/runs.py's Files says where each lives; records.py
+writes every record). It sits above the tasks: it asks them, they never call it; runs.py's
+values sit below both."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from arithrepro.records import write_record
-from arithrepro.runs import Built, Config, Data, Placement, Run, thaw
+from arithrepro.runs import Built, Data, Placement, Run, thaw
 
 
 def configure(run: Run, where: Placement, data: Data | None = None):
@@ -54,26 +54,6 @@ def build(task, run: Run, params: dict, where: Placement, trial: bool = False) -
     net = build_model(arch["model"], arch["size"], dropout=arch["dropout"], form=arch.get("form"),
                       **arch["dims"])
     return Built(net.to(where.device), arch, data, cfg, reads(run, arch))
-
-
-def find(task, params: dict, name: str, among: list[Config] | None = None) -> Run:
-    """The run of `task` called `name` among the configurations `among` (the benchmark's of
-    it), else among the task's own in these params (ParamsError naming the ones there are: the
-    name is the caller's input, refused as the params are). Listing them reads nothing of the
-    params; the one found is built again from them, so that what it reads is recorded
-    (params_reads) as the stage's reads."""
-    from arithrepro.params_reads import unrecorded
-
-    listed = task.configs(unrecorded(params)) if among is None else among
-    runs = {r.name: r for c in listed for r in c.runs}
-    if name not in runs:
-        shown = ", ".join(list(runs)[:12]) + (", ..." if len(runs) > 12 else "") or "none"
-        what = "a run" if among is None else "a benchmark run"
-        from arithrepro.schema import ParamsError
-
-        raise ParamsError(f"run {name}: not {what} of {task.name} in these params ({shown})")
-    found = runs[name]
-    return Run(task.config(params, *found.config.key, seeds=found.config.seeds), found.seed)
 
 
 def fingerprint(built: Built) -> str:

@@ -7,7 +7,7 @@ part is a package (tasks/, train/, models/, ...) or a top-level module (runs.py,
                                                                      data stage has run)
 
 Runs `arithrepro train` in this process under a profiler hook that sees every Python call. Only
-what runs inside the stage's finding of its run (runner.find, once the params are read and checked)
+what runs inside the stage's finding of its run (lookup.find, once the params are read and checked)
 and the runner's training of it (runner.train) counts. A part is entered when a call goes from
 one part into a function of another; a climb back up is an
 entry into a part that is already on the stack beneath the caller. Each (caller's part, function
@@ -26,7 +26,7 @@ from collections import Counter
 PROJECT = ("arithrepro", "stages")
 # where the walk is followed: the train stage finding its run (after the params are read and
 # checked) and the runner training it and writing its records
-WALK = {("arithrepro.runner", "find"), ("arithrepro.runner", "train")}
+WALK = {("arithrepro.lookup", "find"), ("arithrepro.runner", "train")}
 
 
 def _module(frame) -> str | None:

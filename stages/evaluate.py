@@ -40,7 +40,7 @@ def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
     from arithrepro.tasks.registry import REPORTS, TASKS
 
     from arithrepro import bench as benchmark
-    from arithrepro import runner
+    from arithrepro import lookup
     from arithrepro.params_reads import unrecorded
 
     params = config.load(params_path)
@@ -48,7 +48,7 @@ def evaluate(params_path: str, task: str, bench: bool, name: str) -> None:
     config.grid_task(task)
     t = TASKS[task]
     among = benchmark.configs(t, unrecorded(params)) if bench else None
-    run = runner.find(t, unrecorded(params), name, among)
+    run = lookup.find(t, unrecorded(params), name, among)
     files = run.files
     net, _ = load_model(_trained(files.model))
     device = config.device_of(params)

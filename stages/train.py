@@ -33,7 +33,7 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     import torch
 
     from arithrepro import bench as benchmark
-    from arithrepro import config, cpu, runner, runs
+    from arithrepro import config, cpu, lookup, runner, runs
     from arithrepro.params_reads import unrecorded
     from arithrepro.tasks.registry import TASKS
 
@@ -42,7 +42,7 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     config.known_task(task)
     t = TASKS[task]
     among = benchmark.configs(t, unrecorded(params)) if bench else None
-    todo = [runner.find(t, params, name, among) for name in names]
+    todo = [lookup.find(t, params, name, among) for name in names]
     if len(set(names)) < len(names):
         raise ValueError(f"runs {' '.join(names)}: a run named twice")
     device, precision = config.placement(params, task)

@@ -413,7 +413,7 @@ def test_a_new_model_is_one_file_and_one_registry_line(tmp_path, monkeypatch, pa
     monkeypatch.setitem(MODELS, "toy", ModelSpec(toy.build, "tokens", ("d_model", "layers")))
 
     config.validate(params)
-    from arithrepro.runner import find
+    from arithrepro.lookup import find
 
     name = f"toy-small-{params['expr']['seeds'][0]}"
     assert find(TASKS["expr"], params, name).name == name

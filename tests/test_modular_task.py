@@ -245,7 +245,7 @@ def test_the_modular_task_is_not_a_grid_task(params):
 
 
 def test_an_unknown_run_is_one_line_naming_the_runs():
-    from arithrepro.runner import find
+    from arithrepro.lookup import find
     from arithrepro.tasks.modular import TASK
 
     with pytest.raises(config.ParamsError, match=r"run gpt-sin-data.r0.5-0: not a run of modular .*"

@@ -157,7 +157,7 @@ def test_a_run_is_made_by_layers_that_call_only_down():
     what schedules or reports it (benchmarks/walk.py follows the same path call by call)."""
     package = ROOT / "arithrepro"
     assert _imported(package / "runs.py") == set()
-    above = {"arithrepro.runner", "arithrepro.schedule", "arithrepro.repro", "arithrepro.cluster",
+    above = {"arithrepro.runner", "arithrepro.lookup", "arithrepro.schedule", "arithrepro.repro", "arithrepro.cluster",
              "arithrepro.projection", "arithrepro.report", "arithrepro.findings"}
     for part in ("tasks", "train", "models"):
         for path in sorted((package / part).glob("*.py")):

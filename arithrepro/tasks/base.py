@@ -118,7 +118,7 @@ class Task(ABC):
         """Every configuration these params ask for, in dvc.yaml's order. Listing them reads
         the lists that name them (a report that reads its runs' records reads those), not their
         values: a stage that trains or reads a configuration's values builds it from the
-        params itself (`config`; runner.find does so for the train stage)."""
+        params itself (`config`; lookup.find does so for the train stage)."""
         plain = unrecorded(params)
         return [self.config(plain, *key, seeds=seeds) for key, seeds in self.listed(params)]
 
