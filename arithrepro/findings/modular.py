@@ -111,9 +111,14 @@ def _size(g, params):
                  stats.compare(a, b), min(len(a), len(b)), 1, " steps")]
 
 
+def _budgets(params) -> list[float]:
+    """The compute study's budget fractions α, smallest first."""
+    return sorted(peek(params, "modular", "studies", "compute", "budgets") or [])
+
+
 def _compute(g, params):
     """At the smallest budget α, the smallest batch above the largest in A_val."""
-    budgets = sorted(peek(params, "modular", "studies", "compute", "budgets") or [])
+    budgets = _budgets(params)
     if not budgets:
         return []
     alpha = budgets[0]
@@ -141,7 +146,7 @@ def _depth(g, params):
 def _compute_loss(g, params):
     """L_val within α·T: at the smallest α, the largest B above the smallest; at the smallest
     B, the smallest α above the largest."""
-    budgets = sorted(peek(params, "modular", "studies", "compute", "budgets") or [])
+    budgets = _budgets(params)
     if len(budgets) < 2:
         return []
     lo_a, hi_a = budgets[0], budgets[-1]
@@ -158,7 +163,7 @@ MODELS = ("lstm-std", "gpt-sin")
 
 
 def _smallest_budget(params) -> float | None:
-    budgets = sorted(peek(params, "modular", "studies", "compute", "budgets") or [])
+    budgets = _budgets(params)
     return budgets[0] if budgets else None
 
 
