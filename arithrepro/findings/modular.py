@@ -116,12 +116,16 @@ def _budgets(params) -> list[float]:
     return sorted(peek(params, "modular", "studies", "compute", "budgets") or [])
 
 
+def _smallest_budget(params) -> float | None:
+    budgets = _budgets(params)
+    return budgets[0] if budgets else None
+
+
 def _compute(g, params):
     """At the smallest budget α, the smallest batch above the largest in A_val."""
-    budgets = _budgets(params)
-    if not budgets:
+    alpha = _smallest_budget(params)
+    if alpha is None:
         return []
-    alpha = budgets[0]
     col = f"a{alpha:g}_val_acc"
     lo, hi = g["batch_size"].min(), g["batch_size"].max()
     a, b = g[g["batch_size"] == lo][col], g[g["batch_size"] == hi][col]
@@ -160,11 +164,6 @@ def _compute_loss(g, params):
 
 
 MODELS = ("lstm-std", "gpt-sin")
-
-
-def _smallest_budget(params) -> float | None:
-    budgets = _budgets(params)
-    return budgets[0] if budgets else None
 
 
 def _over_batches(g, col: str, how: str) -> list[float]:
