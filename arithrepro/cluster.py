@@ -294,6 +294,7 @@ class Tracked:
     job: object
     attempt: int = 1
     state: str = "PENDING"
+    ended: float | None = None   # time.monotonic() when its end was first seen
 
 
 def follow(assignments: list[Assignment], submit, echo=print, at_once: int | None = None,
@@ -329,10 +330,10 @@ def follow(assignments: list[Assignment], submit, echo=print, at_once: int | Non
             if state != t.state and state not in ENDED:
                 echo(f"      {state.lower():9s} {t.assignment.name} (job {t.job.job_id})")
             t.state = state
-            if state not in ENDED:
+            if state not in ENDED or not _readable(t, grace_s):
                 continue
             live.remove(t)
-            why = _outcome(t.job, grace_s)
+            why = _outcome(t.job)
             if why is None:
                 done += 1
                 result = t.job.result()
@@ -355,14 +356,23 @@ def follow(assignments: list[Assignment], submit, echo=print, at_once: int | Non
     return failed
 
 
-def _outcome(job, grace_s: float) -> str | None:
-    """None for a job that returned its result; else why not, in one line. A shared filesystem
-    may show a finished job's result late: it has `grace_s` to appear. A cancelled job reads as
-    cancelled whatever it left: scancel sends its command SIGTERM first, and the job's own
+def _readable(t: Tracked, grace_s: float) -> bool:
+    """Whether an ended job's outcome can be read now: its result file is there, it was
+    cancelled, or `grace_s` has passed since its end was first seen (a shared filesystem may
+    show a finished job's result late). Ended jobs wait out their grace side by side while the
+    others are followed. A cancelled job waits for nothing: it reads as cancelled whatever it
+    left, and a result shown too late costs only a job that restores the cell from the remote."""
+    if t.job.paths.result_pickle.exists() or t.state == "CANCELLED":
+        return True
+    if t.ended is None:
+        t.ended = time.monotonic()
+    return time.monotonic() - t.ended >= grace_s
+
+
+def _outcome(job) -> str | None:
+    """None for a job that returned its result; else why not, in one line. A cancelled job reads
+    as cancelled whatever it left: scancel sends its command SIGTERM first, and the job's own
     process then records the command's end as its error."""
-    end = time.monotonic() + grace_s
-    while not job.paths.result_pickle.exists() and time.monotonic() < end:
-        time.sleep(1)
     error = job.exception() if job.paths.result_pickle.exists() else None
     if job.paths.result_pickle.exists() and error is None:
         return None

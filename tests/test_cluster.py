@@ -231,6 +231,60 @@ def test_follow_sends_a_failed_job_again_then_gives_up_naming_its_log(tmp_path):
     assert max(most) <= 2, most
 
 
+class Clock:
+    """time for cluster.follow: sleep moves the clock instead of waiting."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+    perf_counter = monotonic
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+class LateJob(FakeJob):
+    """Ends without a result file; the file shows up `late` seconds later (None: never)."""
+
+    def __init__(self, tmp: Path, clock: Clock, late: float | None):
+        super().__init__(tmp, ok=False, polls=0)
+        self.clock, self.late, self.seen = clock, late, None
+
+    @property
+    def state(self):
+        self.seen = self.clock.now if self.seen is None else self.seen
+        if self.late is not None and self.clock.now - self.seen >= self.late:
+            self.paths.result_pickle.touch()
+        return "FAILED"
+
+
+def test_ended_jobs_wait_out_their_grace_side_by_side(tmp_path, monkeypatch):
+    """A result file a shared filesystem shows late is waited for, but the jobs that ended
+    together wait together: two without a result are sent again one grace after they ended,
+    not two; one whose file appears within the grace counts as done."""
+    clock = Clock()
+    monkeypatch.setattr(cluster, "time", clock)
+    plan = {"train-x@c-0": [None, 3.0], "train-x@c-1": [None, 3.0], "train-x@c-2": [3.0]}
+    sent = []
+
+    def submit(batch):
+        sent.extend((c.stages[0], clock.now) for c in batch)
+        return [LateJob(tmp_path, clock, plan[c.stages[0]].pop(0)) for c in batch]
+
+    lines = []
+    assignments = [cluster.Assignment([f"train-x@c-{i}"], []) for i in range(3)]
+    failed = cluster.follow(assignments, submit, lines.append, poll_s=1, grace_s=10)
+    assert failed == []
+    again = [when for stage, when in sent if when > 0]
+    assert again == [11.0, 11.0], sent   # ended at the first look (t = 1), sent at t = 11
+    text = "\n".join(lines)
+    assert text.count("ended without a result (state FAILED); sent again") == 2, text
+    assert text.count("done      ") == 3, text
+
+
 class CancelledJob(FakeJob):
     """A job scancel ended after its own process recorded `error` (None: it had finished)."""
 
@@ -250,8 +304,8 @@ def test_a_cancelled_job_reads_as_cancelled_whatever_its_command_left(tmp_path):
     records the command's end (exited -15) as its error, and the line still says cancelled (a
     real SLURM shows this; tests/test_slurm.py). A finished job's result wins over any state."""
     killed = RuntimeError("AssignmentFailed: `dvc repro ...` exited -15")
-    assert cluster._outcome(CancelledJob(tmp_path, killed), grace_s=0) == "cancelled (cancelled by 0)"
-    assert cluster._outcome(CancelledJob(tmp_path, None), grace_s=0) is None
+    assert cluster._outcome(CancelledJob(tmp_path, killed)) == "cancelled (cancelled by 0)"
+    assert cluster._outcome(CancelledJob(tmp_path, None)) is None
 
 
 def test_a_job_refuses_code_other_than_its_checkout(tmp_path):
