@@ -330,7 +330,9 @@ def test_architecture_colours_do_not_depend_on_the_subset_drawn():
         assert plotting.arch_style(model, everyone) == plotting.arch_style(model, [model])
     colours = [plotting.arch_style(m, everyone)["color"] for m in everyone]
     assert len(set(colours)) == len(everyone)
-    assert plotting.arch_style("mamba", everyone)["color"] == plotting.PALETTE[3]
+    assert plotting.arch_style("mamba", everyone)["color"] == plotting.OTHER_COLOURS[0]
+    known = list(plotting.MODEL_COLOURS.values())
+    assert len(set(known)) == len(known) and not set(known) & set(plotting.OTHER_COLOURS)
     assert plotting.arch_order(everyone) == ["gpt", "lstm", "retran", "mamba", "xlstm"]
     assert [plotting.display_name(m) for m in ["gpt", "lstm", "retran", "mamba"]] == [
         "GPT", "LSTM", "ReTran", "mamba"]

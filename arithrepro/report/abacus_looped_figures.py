@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from arithrepro.io import read_json
-from arithrepro.report.plotting import (PALETTE, STYLE, arch_order, arch_style, pyplot, read_csv,
+from arithrepro.report.plotting import (STYLE, arch_order, arch_style, pyplot, read_csv,
                                        require, save, seed_note, seed_spread, seeds_per_cell,
                                        shade_spread)
 from arithrepro.runs import CONFIG_KEY
@@ -111,14 +111,14 @@ def _ood_vs_recurrences(plt, grids: dict, meta: dict, trained: dict):
     structures = list(per_cell.groupby(CONFIG_KEY).groups)
     for ax, part, title in ((axes[0], "grid", f"the whole grid, cells up to {G}×{G}"),
                             (axes[1], "beyond", f"cells beyond {D} digits (up to {G}×{G})")):
-        for k, (model, size) in enumerate(structures):
+        for model, size in structures:
             rows = per_cell[(per_cell["model"] == model) & (per_cell["size"] == size)
                             & (per_cell["part"] == part)]
             spread = seed_spread(rows, "recurrences", "accuracy")
-            # a colour per structure, from past the GPT and LSTM colours, which mean those
-            # models in every other figure
-            color = PALETTE[(2 + k) % len(PALETTE)]
+            # the model's colour, as in every figure; its structures apart by line and marker
+            color = arch_style(model, [m for m, _ in structures])["color"]
             ls = ["-", "--", ":", "-."][sizes.index(size) % 4]
+            marker = ["D", "s", "o", "^"][sizes.index(size) % 4]
             n = int(spread["n"].max())
             # every seed as a faint line, the mean over them bold: no band to clip at 100 %
             for _, one in rows.groupby("seed"):
@@ -127,7 +127,7 @@ def _ood_vs_recurrences(plt, grids: dict, meta: dict, trained: dict):
                         marker=".", markersize=5, alpha=0.4, color=color)
             single = len(spread) == 1   # one recurrence count: a point, shown as one
             ax.plot(spread["recurrences"], 100 * spread["mean"], linestyle="none" if single
-                    else ls, linewidth=2, marker="D", markersize=6, color=color,
+                    else ls, linewidth=2, marker=marker, markersize=6, color=color,
                     label=f"{model} {size}: " + (f"mean of {n} seeds" if n > 1 else "one seed"))
             # the trained count: a star on the mean line
             at = spread[spread["recurrences"] == rows["trained"].iloc[0]]

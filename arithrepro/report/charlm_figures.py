@@ -85,12 +85,6 @@ def steps_markdown(frame: pd.DataFrame, device: str) -> str:
     return "\n".join(out)
 
 
-# charlm's architectures, each its own colour in every profile whichever of them a run shows:
-# none of the three that mean GPT, the LSTM and ReTran elsewhere, and the two the cpu profile
-# draws side by side (rnn, gru) far apart
-COLOURS = {"rnn": "#9467bd", "gru": "#d62728", "multi-rnn": "#17becf", "multi-rnn-3": "#0b7285",
-           "multi-rnn-4": "#7fb3d5", "gru-small": "#e377c2",
-           "transformer-1": "#bcbd22", "transformer-8": "#8c564b"}
 CORPORA = {"python-docs": "Python's documentation", "tinystories": "TinyStories",
            "arithmetic": "expr's arithmetic lines"}
 
@@ -115,7 +109,7 @@ def render_charlm(summary: pd.DataFrame, eval_dir: Path, data_dir: Path, out_dir
     runs = summary.sort_values(["seq_length", "params"])
     lengths = sorted(runs["seq_length"].unique())
     models = list(dict.fromkeys(runs["model"]))
-    colours = {m: COLOURS.get(m) or arch_style(m, {*COLOURS, *models})["color"] for m in models}
+    colours = {m: arch_style(m, models)["color"] for m in models}
     corpus = corpus_name(data_dir)
     plt = pyplot()
     with plt.rc_context(STYLE):

@@ -15,11 +15,21 @@ import pandas as pd
 from arithrepro.io import ArtifactError, atomic_path, read_frame
 from arithrepro.runs import CONFIG_KEY
 
-# Known architectures keep their colour whichever subset of them a figure shows.
 ARCH_NAMES = {"gpt": "GPT", "lstm": "LSTM", "retran": "ReTran"}
-# tab10 without its grey, which is kept for the reference line and the OOD shading.
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-           "#8c564b", "#e377c2", "#bcbd22", "#17becf"]
+# One colour per model in every figure, whichever of them a figure shows (tab10's grey is kept
+# for reference lines and the OOD shading): GPT, the LSTM and ReTran take tab10's first three;
+# charlm's architectures the rest of it (the RNN and the GRU, drawn side by side, far apart);
+# looped's two encoders and the abacus model dark tones of tab20b. A model's sizes share it.
+MODEL_COLOURS = {
+    "gpt": "#1f77b4", "lstm": "#ff7f0e", "retran": "#2ca02c",
+    "rnn": "#9467bd", "gru": "#d62728", "multi-rnn": "#17becf", "multi-rnn-3": "#0b7285",
+    "multi-rnn-4": "#7fb3d5", "gru-small": "#e377c2", "transformer-1": "#bcbd22",
+    "transformer-8": "#8c564b",
+    "looped": "#7b4173", "standard": "#637939", "abacus": "#393b79",
+}
+# models no line above names (a user's own), in turn: tab20b's light tones, none of the above
+OTHER_COLOURS = ["#6b6ecf", "#b5cf6b", "#e7ba52", "#d6616b", "#ce6dbd", "#9c9ede", "#cedb9c",
+                 "#e7cb94", "#e7969c"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h"]
 SPLIT_STYLES = {  # Dark2 colours: distinct from the architectures' tab10 ones
     "train": dict(color="#1b9e77", linestyle="-", linewidth=2.4),
@@ -60,13 +70,14 @@ def arch_order(models) -> list[str]:
 
 
 def arch_style(model: str, models) -> dict:
-    """Colour and marker of an architecture: fixed for the known ones, the next free for others."""
-    others = sorted(set(models) - set(ARCH_NAMES))
-    if model in ARCH_NAMES:
-        i = list(ARCH_NAMES).index(model)
-    else:
-        i = len(ARCH_NAMES) + others.index(model)
-    return dict(color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)])
+    """Colour and marker of a model: fixed for the known ones (MODEL_COLOURS), the next free
+    for others among `models`."""
+    if model in MODEL_COLOURS:
+        i = list(MODEL_COLOURS).index(model)
+        return dict(color=MODEL_COLOURS[model], marker=MARKERS[i % len(MARKERS)])
+    k = sorted(set(models) - set(MODEL_COLOURS)).index(model)
+    return dict(color=OTHER_COLOURS[k % len(OTHER_COLOURS)],
+                marker=MARKERS[(len(MODEL_COLOURS) + k) % len(MARKERS)])
 
 
 def pyplot():
