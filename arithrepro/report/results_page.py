@@ -281,8 +281,8 @@ def run_sets(t: dict) -> list[str]:
         return []
     return ["## Run sets", "",
             "The runs this page's verdicts rest on; each row below names the run sets that "
-            "judged it and which one decides. Watched seeds, which a recipe was chosen on, "
-            "decide nothing: their verdict stands beside.", "",
+            "judged it, the one that decides in bold. Watched seeds, which a recipe was chosen "
+            "on, decide nothing: their verdict stands beside.", "",
             "| run set | where it ran | its code |", "|---|---|---|",
             *(f"| {name} | {cell(w)} | {cell(code)} |" for name, (w, code) in seen.items()), ""]
 
@@ -461,22 +461,24 @@ def verdict_cell(r: dict, notes: dict | None = None, tests: str = "",
 
 def runs_cell(r: dict) -> str:
     """Which run sets judged the claim (their provenance: the page's run-set table), the deciding
-    one first, the others' verdicts beside."""
+    one first and in bold, the others' verdicts beside."""
     from arithrepro.findings.base import verdict_word
 
     judged = sorted(r.get("judged") or [], key=lambda j: (
         j["set"] != r.get("via") or bool(j.get("watched")) or bool(j.get("setting")),
         bool(j.get("watched"))))
-    out = []
-    for j in judged:
-        role = ("decides" if j["set"] == r.get("via") and not j.get("watched")
-                and not j.get("setting") else "watched seeds" if j.get("watched") else "beside")
-        head = f"**{_set_name(j, watched=False)}** ({role}"
-        if role != "decides":   # its measurement: the findings page, or the run set's own page
-            head += f": {verdict_word(j)}"
-        out.append(head + ")")   # its code and where it ran: the page's run-set table
-    if len(judged) == 1 and out[0].endswith(" (decides)"):   # alone, it decides: its name says it
-        return _set_name(judged[0], watched=False)
+    out, decider = [], None
+    for j in judged:   # its code and where it ran: the page's run-set table
+        name = _set_name(j, watched=False)
+        if j["set"] == r.get("via") and not j.get("watched") and not j.get("setting"):
+            decider = name
+            out.append(f"**{name}**")
+        elif j.get("watched"):   # the deciding set's own watched seeds need not name it again
+            out.append(f"{'' if name == decider else name + ', '}watched seeds: {verdict_word(j)}")
+        else:
+            out.append(f"{name}: {verdict_word(j)}")
+    if len(judged) == 1 and decider:   # alone, it decides: its name says it
+        return decider
     return "; ".join(out) or "–"
 
 
