@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup lock repro smoke test bench modular-source clean-venv
+.PHONY: setup setup-offline wheelhouse lock repro smoke test bench modular-source clean-venv
 
 setup: $(STAMP)
 
@@ -35,6 +35,24 @@ lock: $(BIN)/uv
 	  --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) \
 	  --override $(VENV)/torch-cpu.txt --no-emit-package torch --annotation-style line \
 	  --custom-compile-command 'make lock' --quiet -o requirements.lock
+
+# For a machine that reaches no package index and brings its own torch (an air-gapped cluster
+# node, a GPU image): `make wheelhouse` here collects every locked package but torch as wheels
+# for the node's Python (WHEEL_PYTHON, manylinux x86_64 up to glibc 2.WHEEL_GLIBC; WHEEL_PRESENT:
+# the node's `pip list --format=freeze`, whose packages stay out); copy the folder there and run
+# `make setup-offline WHEELHOUSE=<folder> PYTHON=<the Python that imports the node's torch>`.
+# scripts/wheelhouse.py says how; docs/cluster.md gives the recipe.
+WHEELHOUSE ?= wheelhouse
+WHEEL_PYTHON ?= 3.12
+WHEEL_GLIBC ?= 28
+WHEEL_PRESENT ?=
+wheelhouse:
+	$(PYTHON) scripts/wheelhouse.py build --python $(WHEEL_PYTHON) --glibc $(WHEEL_GLIBC) \
+	  --dest $(WHEELHOUSE) $(if $(WHEEL_PRESENT),--present $(WHEEL_PRESENT))
+
+setup-offline:
+	$(PYTHON) scripts/wheelhouse.py install --wheelhouse $(WHEELHOUSE) --venv $(VENV)
+	touch $(STAMP)
 
 $(BIN)/uv:
 	$(PYTHON) -m venv $(VENV)

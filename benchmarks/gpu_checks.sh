@@ -11,10 +11,11 @@
 # LOOPED_SET='-S looped.train.steps=20').
 # Logs and JSON land in OUT_DIR (default gpu-out); estimate-paper.json, committed as
 # docs/runsets/estimate-paper.json, gives the results page the GPU time of each paper-only claim.
-# Run it from the repository root after
-# `pip install --no-deps --no-build-isolation -e .` (stages/ is the package arithrepro.stages only
-# through the install; a non-editable install is shadowed there by the source tree, which lacks
-# it; without a registry, pip's isolated build cannot fetch setuptools). The tests run on
+# Run it from the repository root with the project installed editable: on a machine without a
+# registry, `make setup-offline WHEELHOUSE=wheelhouse PYTHON=python3` from a `make wheelhouse`
+# carried along (docs/cluster.md), then PATH=$PWD/.venv/bin:$PATH (stages/ is the package
+# arithrepro.stages only through the editable install; a non-editable one is shadowed there by
+# the source tree, which lacks it). The tests run on
 # eight workers: the static step's tests alone take minutes on a GPU (docs/benchmarks.md).
 set -uo pipefail
 out=${1:-gpu-out}
@@ -22,7 +23,7 @@ parts=${2:-tests,estimate,compile,ensemble}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 python3 -c "import arithrepro.stages" 2>/dev/null \
-    || { echo "gpu_checks: arithrepro.stages does not import: pip install --no-deps --no-build-isolation -e . first" >&2; exit 2; }
+    || { echo "gpu_checks: arithrepro.stages does not import: make setup-offline (or pip install -e .) first, .venv/bin on PATH" >&2; exit 2; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())" | tee -a "$out/gpu.txt"
 if [[ $parts == *tests* ]]; then
