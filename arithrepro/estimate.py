@@ -31,15 +31,23 @@ class Projection:
     runs: int            # runs of this shape in the profile
     steps: int           # training steps per run
     validations: int     # validation passes per run
-    timing: Timing
+    timing: Timing       # timing.step_s: one step of all `members` at once
+    members: int = 1     # runs trained together as one ensemble (1: each alone)
+
+    @property
+    def jobs(self) -> int:
+        """Processes that train the shape's runs: one per ensemble, or one per run."""
+        return 1 if self.members > 1 else self.runs
 
     @property
     def run_s(self) -> float:
-        return self.steps * self.timing.step_s + self.validations * self.timing.validation_s
+        """One job: a run, or the ensemble of all of them (each member validated apart)."""
+        return (self.steps * self.timing.step_s
+                + self.validations * self.timing.validation_s * self.members)
 
     @property
     def total_s(self) -> float:
-        return self.runs * self.run_s
+        return self.jobs * self.run_s
 
 
 def validations(batches, cfg) -> int:

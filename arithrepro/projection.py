@@ -16,13 +16,16 @@ from arithrepro.estimate import Projection, Timing, time_steps, validations
 
 @dataclass
 class Shape:
-    """A configuration's runs (those `keep` kept): `build()` -> the first of them (runs.Built)
-    on data made in memory."""
+    """A configuration's runs (those `keep` kept): `make(run)` -> that run (runs.Built) on data
+    made in memory; `build()` the first of them."""
     config: object      # runs.Config
     runs: list          # runs.Run
-    build: Callable
+    make: Callable
 
     task = property(lambda self: self.config.task)
+
+    def build(self):
+        return self.make(self.runs[0])
 
     @property
     def label(self) -> str:
@@ -55,16 +58,19 @@ def shapes(params: dict, tasks, keep: Callable = lambda run: True) -> Iterator[S
         for config in bench.trained(task, params):
             runs = [run for run in config.runs if keep(run)]
             if runs:
-                yield Shape(config, runs, lambda run=runs[0], task=task, where=where:
+                yield Shape(config, runs, lambda run, task=task, where=where:
                             build(task, run, params, where, trial=True))
 
 
 def project(params: dict, tasks, warmup: int, steps: int, keep: Callable = lambda run: True,
             timings: dict | None = None, echo: Callable = lambda line: None,
-            stop_after_s: float | None = None) -> list[tuple[Projection, list]]:
+            stop_after_s: float | None = None,
+            ensemble: bool = False) -> list[tuple[Projection, list]]:
     """(projection, its runs) for every shape of the runs `keep` keeps; `timings` (shape key ->
     Timing) shared across calls times each shape once. With `stop_after_s`, stops once the
-    projections add up to more than that many seconds (enough to know a budget is exceeded)."""
+    projections add up to more than that many seconds (enough to know a budget is exceeded).
+    With `ensemble`, a shape's runs train as one ensemble, as `arithrepro repro` trains a
+    configuration's pending seeds on a GPU: its step is timed with every run as a member."""
     from arithrepro.models.registry import spec_of
 
     device = resolve_device(params["device"])
@@ -72,21 +78,37 @@ def project(params: dict, tasks, warmup: int, steps: int, keep: Callable = lambd
     out, total = [], 0.0
     for shape in shapes(params, tasks, keep):
         built = shape.build()
-        key = _shape_key(shape.task, built, params["compile"])
+        members = len(shape.runs) if ensemble else 1
+        key = _shape_key(shape.task, built, params["compile"]) + f" x{members}"
         if key not in timings:
-            echo(f"timing {shape.task} {shape.label}")
+            echo(f"timing {shape.task} {shape.label}"
+                 + (f" as an ensemble of {members}" if members > 1 else ""))
             timer = _validation(built, device)
-            timings[key] = Timing(time_steps(built.net, built.data.batches, built.cfg, warmup,
-                                             steps, spec_of(built.arch)),
-                                  timer(built.net))
+            step_s = (time_steps(built.net, built.data.batches, built.cfg, warmup, steps,
+                                 spec_of(built.arch)) if members == 1
+                      else _ensemble_step(shape, built, warmup, steps))
+            timings[key] = Timing(step_s, timer(built.net))
         row = Projection(shape.task, shape.label, len(shape.runs), built.data.batches.steps,
-                         validations(built.data.batches, built.cfg), timings[key])
+                         validations(built.data.batches, built.cfg), timings[key], members)
         del built
         out.append((row, shape.runs))
         total += row.total_s
         if stop_after_s is not None and total > stop_after_s:
             break
     return out
+
+
+def _ensemble_step(shape: Shape, first, warmup: int, steps: int) -> float:
+    """Seconds per step of the shape's runs trained as one ensemble, as runner.train builds it."""
+    from arithrepro.models.registry import spec_of
+    from arithrepro.stacking import ensemble, padding, stacked_batches
+
+    builts = [first, *(shape.make(run) for run in shape.runs[1:])]
+    model = spec_of(first.arch)
+    return time_steps(ensemble([b.net for b in builts]),
+                      stacked_batches([b.data.batches for b in builts],
+                                      padding(model, first.arch["dims"])),
+                      first.cfg, warmup, steps, model)
 
 
 def _shape_key(task: str, built, compile_) -> str:

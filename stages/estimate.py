@@ -29,17 +29,26 @@ from arithrepro.stages.common import TaskName, friendly_errors
 @click.option("--gpus", type=click.IntRange(min=1), default=None,
               help="Devices the runs share out (a node's GPUs, or a cluster's at once): the wall "
                    "time beside the device-hours. Default: this machine's GPUs on a GPU, else 1.")
+@click.option("--ensemble/--no-ensemble", default=None,
+              help="Time each configuration's seeds as one ensemble, as `arithrepro repro` trains "
+                   "them. Default: as repro does on this device (on a GPU, not in fp16).")
+@click.option("--per-gpu", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Jobs sharing each device, as `arithrepro repro --per-gpu`: the wall time "
+                   "packs the jobs into devices x K slots, each as fast as alone (a lower bound "
+                   "where they contend).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Also write the projections here as JSON.")
 @friendly_errors
 def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, steps: int,
-             warmup: int, gpus: int | None, json_path: str | None) -> None:
+             warmup: int, gpus: int | None, ensemble: bool | None, per_gpu: int,
+             json_path: str | None) -> None:
     """Time a few training steps of every run shape of each profile on this machine (the
-    params' device, precision and compile) and print the projected training time of every run,
-    task and profile: one device, one run at a time; then each profile's device-hours, its
-    longest run, and its wall time with the runs shared out over --gpus devices (a node, or a
-    cluster's jobs at once). Counts training steps and validation
-    passes; not data generation, evaluation or DVC's own time.
+    params' device, precision and compile) and print the projected training time of every job
+    (a run, or with --ensemble a configuration's seeds as one ensemble, as `arithrepro repro`
+    trains them), task and profile; then each profile's device-hours, its longest job, and its
+    wall time with the jobs dealt longest first to --gpus devices x --per-gpu slots (a node, or
+    a cluster's jobs at once). Counts training steps and validation passes; not data
+    generation, evaluation or DVC's own time.
 
     Reads each profile's params, composed from conf/ as `dvc exp run -S profile=<p>` composes
     them; writes nothing but --json.
@@ -48,6 +57,7 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
     from arithrepro.estimate import hours, makespan
     from arithrepro.io import write_json
     from arithrepro.projection import placement, project
+    from arithrepro.stages.repro import ensemble_default
     from arithrepro.tasks.registry import TASKS
 
     known = config.profiles(conf_dir)
@@ -66,31 +76,39 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
         from arithrepro.device import visible_gpus
 
         gpus = max(1, len(visible_gpus())) if device != "cpu" else 1
+    if ensemble is None:
+        ensemble = ensemble_default(params, device, pull=False)
+    slots = gpus * per_gpu
     timings: dict = {}
     report, out = [], {}
     for profile, p in composed.items():
         rows = [row for row, _ in project(
-            p, tasks or tuple(TASKS), warmup, steps, timings=timings,
+            p, tasks or tuple(TASKS), warmup, steps, timings=timings, ensemble=ensemble,
             echo=lambda line, profile=profile: click.echo(
                 f"estimate: {line.replace('timing', f'timing {profile}', 1)}", err=True))]
-        out[profile] = [{**asdict(r), "run_s": r.run_s, "total_s": r.total_s} for r in rows]
+        out[profile] = [{**asdict(r), "jobs": r.jobs, "run_s": r.run_s, "total_s": r.total_s}
+                        for r in rows]
         report.append(_table(profile, rows, hours))
+    jobs_word = ("each configuration's seeds as one ensemble (one job)" if ensemble
+                 else "each run alone (one job)")
     click.echo(f"# Projected training time on {where}\n\n{warmup} untimed and {steps} timed "
-               f"steps per run shape; one run at a time on one device; training steps and "
+               f"steps per run shape; {jobs_word}; training steps and "
                f"validation passes only (not data generation, evaluation or DVC).\n")
     click.echo("\n".join(report))
     unit = "GPU" if device != "cpu" else "device"
-    click.echo(f"| profile | runs | {unit}-hours | longest run | on {gpus} {unit}"
-               f"{'s' if gpus > 1 else ''} |\n|---|---:|---:|---:|---:|")
+    click.echo(f"| profile | runs | jobs | {unit}-hours | longest job | on {gpus} {unit}"
+               f"{'s' if gpus > 1 else ''}{f' x {per_gpu} slots' if per_gpu > 1 else ''} |\n"
+               "|---|---:|---:|---:|---:|---:|")
     walls = {}
     for profile, rows in out.items():
-        each = [r["run_s"] for r in rows for _ in range(r["runs"])]
-        walls[profile] = makespan(each, gpus)
-        click.echo(f"| {profile} | {len(each)} | {hours(sum(each))} | "
-                   f"{hours(max(each, default=0))} | {hours(walls[profile])} |")
-    if gpus > 1:
-        click.echo(f"\n(the runs dealt to {gpus} {unit}s at once, longest first; data "
-                   "generation, evaluation and the ensembles of `arithrepro repro` not counted)")
+        each = [r["run_s"] for r in rows for _ in range(r["jobs"])]
+        walls[profile] = makespan(each, slots)
+        click.echo(f"| {profile} | {sum(r['runs'] for r in rows)} | {len(each)} | "
+                   f"{hours(sum(each))} | {hours(max(each, default=0))} | {hours(walls[profile])} |")
+    click.echo(f"\n(the jobs dealt to {slots} slot{'s' if slots > 1 else ''} at once, longest "
+               "first, as `arithrepro repro` starts them; data generation and evaluation not "
+               "counted" + (f"; {per_gpu} jobs per {unit} counted as fast as one alone, which "
+                            "they are not where they contend" if per_gpu > 1 else "") + ")")
     if json_path:
         from arithrepro.provenance import accelerator
 
@@ -98,14 +116,16 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
                                "precision": precisions,
                                "compile": params["compile"], "graphs": graphs,
                                "warmup": warmup, "steps": steps, "devices": gpus,
+                               "per_gpu": per_gpu, "ensemble": ensemble,
                                "wall_s": walls, "profiles": out})
 
 
 def _table(profile: str, rows: list, hours) -> str:
-    lines = [f"## {profile}\n", "| task | run | runs | steps | ms/step | validations | "
-             "s/validation | per run | total |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [f"## {profile}\n", "| task | run | runs | together | steps | ms/step | validations | "
+             "s/validation | per job | total |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r.task} | {r.label} | {r.runs} | {r.steps:,} | {1000 * r.timing.step_s:.1f} "
+        lines.append(f"| {r.task} | {r.label} | {r.runs} | {r.members if r.members > 1 else '–'} "
+                     f"| {r.steps:,} | {1000 * r.timing.step_s:.1f} "
                      f"| {r.validations:,} | {r.timing.validation_s:.2f} | {hours(r.run_s)} "
                      f"| {hours(r.total_s)} |")
     per_task = {}
@@ -113,7 +133,7 @@ def _table(profile: str, rows: list, hours) -> str:
         per_task[r.task] = per_task.get(r.task, 0.0) + r.total_s
     total = sum(per_task.values())
     lines.append(f"| **all** | {', '.join(f'{t} {hours(s)}' for t, s in per_task.items())} | "
-                 f"{sum(r.runs for r in rows)} | | | | | | **{hours(total)}** |\n")
+                 f"{sum(r.runs for r in rows)} | | | | | | | **{hours(total)}** |\n")
     return "\n".join(lines)
 
 

@@ -154,8 +154,44 @@ def test_estimate_gives_device_hours_and_the_wall_on_a_node(tmp_path):
         "--conf", str(ROOT / "conf"), "--profile", "smoke", "--task", "looped", "--steps", "1",
         "--warmup", "1", "--gpus", "4", "--json", str(out)])
     assert result.exit_code == 0, result.output
-    assert "| profile | runs | device-hours | longest run | on 4 devices |" in result.output
+    assert "| profile | runs | jobs | device-hours | longest job | on 4 devices |" in result.output
     made = json.loads(out.read_text())
     runs = [r["run_s"] for r in made["profiles"]["smoke"] for _ in range(r["runs"])]
-    assert made["devices"] == 4 and len(runs) == 6
+    assert made["devices"] == 4 and len(runs) == 6 and made["ensemble"] is False
     assert max(runs) <= made["wall_s"]["smoke"] < sum(runs)
+
+
+def test_ensembles_are_timed_together_and_packed_into_the_slots(tmp_path, monkeypatch):
+    """With --ensemble, a configuration's seeds are one job whose step is timed on the ensemble
+    runner.train builds; the wall deals the jobs to devices x --per-gpu slots."""
+    from arithrepro import projection
+    from arithrepro.stacking import Ensemble
+
+    timed = []
+    real = projection.time_steps
+
+    def spy(model, *args, **kwargs):
+        timed.append(model.members if isinstance(model, Ensemble) else 1)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(projection, "time_steps", spy)
+    out = tmp_path / "estimate.json"
+    result = CliRunner().invoke(estimate_command, [
+        "--conf", str(ROOT / "conf"), "--profile", "smoke", "--task", "looped", "-S",
+        "looped.seeds=[0,1,2]", "--steps", "1", "--warmup", "1", "--gpus", "2", "--per-gpu", "2",
+        "--ensemble", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "on 2 devices x 2 slots |" in result.output
+    assert "each configuration's seeds as one ensemble" in result.output
+    made = json.loads(out.read_text())
+    rows = made["profiles"]["smoke"]
+    own = [r for r in rows if not r["label"].endswith(" (bench)")]
+    assert [(r["runs"], r["members"], r["jobs"]) for r in own] == [(3, 3, 1)] * 2
+    assert sorted(timed) == [1, 1, 1, 1, 3, 3]    # the benchmark's four cells run one seed
+    for r in own:
+        assert r["run_s"] == pytest.approx(r["steps"] * r["timing"]["step_s"]
+                                           + 3 * r["validations"] * r["timing"]["validation_s"])
+        assert r["total_s"] == pytest.approx(r["run_s"])
+    jobs = [r["run_s"] for r in rows]
+    assert made["per_gpu"] == 2 and made["ensemble"] is True
+    assert made["wall_s"]["smoke"] == pytest.approx(estimate.makespan(jobs, 4))
