@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: setup setup-offline wheelhouse lock repro smoke test bench modular-source clean-venv
+.PHONY: setup setup-offline wheelhouse lock repro smoke test bench modular-source paper-slice clean-venv
 
 setup: $(STAMP)
 
@@ -80,6 +80,12 @@ modular-source: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --publish
 	git worktree remove --force $(SOURCE_WS)
+
+# On a GPU: the paper profile's modular studies and looped grid (arithrepro paper-slice;
+# docs/cluster.md), in a scratch copy sharing this workspace's DVC cache; their verdicts go to
+# docs/runsets/paper-slice.json, which every other profile's results page reads.
+paper-slice: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro paper-slice --yes
 
 # a first try: the smoke profile in a copy of this checkout (.dvc/tmp/smoke), which leaves
 # params.yaml, dvc.lock, docs/ and README.md here as they were

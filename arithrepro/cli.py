@@ -32,6 +32,7 @@ COMMANDS = {
     "repro": ("repro", "repro"),            # not a stage: dvc repro, stages side by side
     "smoke": ("smoke", "smoke"),            # not a stage: the smoke profile in a copy
     "crosscheck": ("crosscheck", "crosscheck"),   # not a stage: the findings on another CPU setting
+    "paper-slice": ("paper_slice", "paper_slice"),   # not a stage: the paper profile's GPU slice
 }
 # how `arithrepro --help` lists them, a line each: what a user runs, then what the pipeline runs
 SECTIONS = {
@@ -42,6 +43,7 @@ SECTIONS = {
         "estimate": "project a profile's training time on this machine",
         "compose-params": "write params.yaml from conf/ and overrides",
         "crosscheck": "the findings rechecked under another CPU setting",
+        "paper-slice": "the paper profile's modular and looped runs, for a GPU",
         "serve": "a trained expr model behind an OpenAI-style endpoint",
     },
     "Pipeline stages (dvc.yaml runs them)": {

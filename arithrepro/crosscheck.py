@@ -52,8 +52,8 @@ def scratch_copy(root: Path, dest: Path) -> Path:
     """The workspace's files that git tracks or would (no outputs) in a fresh repository at
     `dest`, with the workspace's DVC cache as its cache."""
     copy_checkout(root, dest, "crosscheck")
-    subprocess.run(["dvc", "cache", "dir", "--local", str(root / ".dvc" / "cache")], cwd=dest,
-                   check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "dvc", "cache", "dir", "--local",
+                    str(root / ".dvc" / "cache")], cwd=dest, check=True, capture_output=True)
     return dest
 
 

@@ -234,6 +234,19 @@ def producer(path: str | Path) -> str | None:
     return None
 
 
+def writers(path: str | Path) -> list[str]:
+    """The stages (as dvc.yaml names them, matrix stages whole) with an output that is `path`,
+    holds it, or lies under it (a folder of records that many cells write)."""
+    path = Path(path).as_posix().rstrip("/")
+    found = []
+    for _, family in stages():
+        for s in family:
+            outs = [o if isinstance(o, str) else next(iter(o)) for o in s.outs + s.metrics + s.plots]
+            if any(_match(o, path) is not None or o.startswith(path + "/") for o in outs):
+                found.append(s.name)
+    return found
+
+
 def _match(out: str, path: str) -> dict | None:
     """The matrix values that make `out` hold `path` (it or a file under it)."""
     if "${" in out.replace("${item.", ""):

@@ -2,7 +2,8 @@
 
 A run set is either this workspace's records for the params' profile (and the named targets
 those params run), or a named target's verdicts carried in a committed file
-(docs/runsets/modular-source.json). Each says its commit, tree, machine, threads and seeds in words;
+(docs/runsets/modular-source.json; docs/runsets/paper-slice.json, the paper profile's modular
+and looped runs on a GPU). Each says its commit, tree, machine, threads and seeds in words;
 one made by code other than this page's commit, in the files its stages run (their code-deps),
 says so on every row it judges, and this workspace's own records from other code are refused.
 The seeds a ledger marks as watched (`source.watched`: seeds a recipe was chosen on) form a run
@@ -18,6 +19,9 @@ from arithrepro.claims import RunSet, watched_seeds
 from arithrepro.io import ArtifactError
 
 CARRIED = {"modular-source": Path("docs/runsets/modular-source.json")}
+# a profile's runs of some tasks made elsewhere (`make paper-slice` on a GPU): they judge the
+# claims of that profile, under its name, on every page but that profile's own
+SLICES = {"paper-slice": Path("docs/runsets/paper-slice.json")}
 ESTIMATE = Path("docs/runsets/estimate-paper.json")
 # the stage commands whose code a run's numbers depend on
 RUN_COMMANDS = ("generate-datasets", "charlm-corpus", "train", "evaluate")
@@ -73,6 +77,35 @@ def carried(task: str, names: list[str], ledger: dict) -> list[RunSet]:
             out.append(RunSet(target, carried=_verdicts(w["claims"]),
                               where=_origin_words(data["origin"], w["seeds"]),
                               other_code=other, watched=True))
+    return out + sliced(task, names)
+
+
+def sliced(task: str, names: list[str]) -> list[RunSet]:
+    """The run sets of `task` that a slice file carries (SLICES), named after the profile it
+    ran, unless the page's own records are that profile's; its watched seeds apart."""
+    from arithrepro.io import read_json
+
+    out = []
+    for target, path in SLICES.items():
+        if not path.is_file():
+            continue
+        data = read_json(path, ("profile", "tasks"))
+        t = data["tasks"].get(task)
+        if not t or data["profile"] in names:
+            continue
+        for key in ("origin", "seeds", "claims"):
+            if key not in t:
+                raise ArtifactError(path, f"tasks.{task}: no {key!r}")
+        o = t["origin"]
+        origins = [{"commit": c, "dirty": d} for c in o.get("commit", []) for d in o.get("dirty", [])]
+        other = other_code(task, origins)
+        out.append(RunSet(data["profile"], carried=_verdicts(t["claims"]), other_code=other,
+                          where=f"`make {target}`: " + _origin_words(o, t["seeds"])))
+        if t.get("watched"):
+            w = t["watched"]
+            out.append(RunSet(data["profile"], carried=_verdicts(w["claims"]), other_code=other,
+                              where=f"`make {target}`: " + _origin_words(o, w["seeds"]),
+                              watched=True))
     return out
 
 

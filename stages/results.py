@@ -27,17 +27,25 @@ PUBLISHED = ("results.md", "results.json", "results")
 @click.option("--from", "from_path", metavar="RESULTS_JSON",
               help="Only write docs/runsets/modular-source.json from the results.json of a workspace "
                    "that ran sanity=source (`make modular-source`; not a stage).")
+@click.option("--slice", "slice_path", metavar="FILE",
+              help="Only write FILE (docs/runsets/paper-slice.json: a run set other pages read) "
+                   "from this workspace's records of the --task tasks under the params' profile "
+                   "(`make paper-slice`; not a stage).")
+@click.option("--task", "tasks", multiple=True, metavar="TASK",
+              help="With --slice: a task whose records it carries (repeatable).")
 @friendly_errors
-def results(params_path: str, publish: bool, readme: bool, from_path: str | None) -> None:
+def results(params_path: str, publish: bool, readme: bool, from_path: str | None,
+            slice_path: str | None, tasks: tuple) -> None:
     """Write the results page.
 
     Reads the record of every run the params ask for (params: each task's lists that name its
     runs, `profile` and `claims.targets`), their training provenance, and the figures each task
     shows first (report/figures.py: `shown`); checks each task's findings on the records
     (arithrepro/findings/) and judges every claim of the ledger, claims/<task>.yaml
-    (arithrepro/claims.py), with docs/runsets/ for the claims only `make
-    modular-source` tests. Writes pages/results.json, the summary pages/results.md, a page per
-    source and small copies of those figures in pages/results/, a DVC output. With --publish,
+    (arithrepro/claims.py), with docs/runsets/ for the claims only `make modular-source`
+    tests and the paper profile's slice (`make paper-slice`). Writes pages/results.json, the
+    summary pages/results.md, a page per source and small copies of those figures in
+    pages/results/, a DVC output. With --publish,
     copies them to docs/ and rewrites README.md's results and claims blocks; with --readme,
     rewrites those blocks and the pages in docs/ from docs/results.json, nothing else. Neither
     publishes a smoke profile's pages, nor (--publish) pages the pipeline's current state did
@@ -60,6 +68,23 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
         write_readme(Path("README.md"), data)
         done(f"results: {'docs/ <- pages/, ' if publish else 'docs/ pages and '}README.md's "
              f"results and claims blocks <- {source}/results.json")
+        return
+    if slice_path or tasks:
+        from arithrepro import config, runsets
+        from arithrepro.report.results import slice_study
+        from arithrepro.tasks.registry import TASKS
+
+        target = Path(slice_path or "").stem
+        if target not in runsets.SLICES:
+            raise click.UsageError(f"--slice {slice_path}: expected a file named one of "
+                                   f"{', '.join(f'{t}.json' for t in runsets.SLICES)}")
+        if not tasks or set(tasks) - set(TASKS):
+            raise click.UsageError(f"--task {', '.join(tasks) or '(none)'}: expected some of "
+                                   f"{', '.join(TASKS)}")
+        params = config.load(params_path)
+        write_json(Path(slice_path), slice_study(params, list(tasks), target))
+        done(f"results: {slice_path} <- the {params['profile']} profile's records of "
+             f"{', '.join(tasks)}")
         return
     if from_path:
         from arithrepro.report.results import source_study

@@ -1,0 +1,91 @@
+"""`arithrepro paper-slice` (arithrepro/slices.py): a profile's runs of some tasks made in a
+scratch copy that shares the workspace's DVC cache, their verdicts carried in
+docs/runsets/paper-slice.json, and every other page reading that file as the profile's run set.
+On the smoke run: the slice at smoke size (its cells come back from the run cache), and its
+records judged as the paper profile's."""
+
+import json
+import shutil
+
+import pytest
+
+from arithrepro import claims, runsets, slices
+from arithrepro.checkout import working_dir
+from tests.workspace import ROOT, sh
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def test_the_slice_runs_the_stages_that_write_what_the_findings_read():
+    assert slices.targets(["modular", "looped"]) == [
+        "evaluate-looped", "modular-attention", "train-modular-compute", "train-modular-data",
+        "train-modular-orders", "train-modular-regularization", "train-modular-sanity",
+        "train-modular-size"]
+    assert slices.targets(["charlm"]) == ["charlm-compute", "train-charlm"]
+
+
+def test_the_slice_at_smoke_size_writes_its_runs_provenance(smoke_first_run, tmp_path):
+    here = tmp_path / "workspace"
+    shutil.copytree(smoke_first_run.saved / "gpu", here, symlinks=True)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    out = sh(["arithrepro", "paper-slice", "--profile", "smoke", "--task", "looped", "-S",
+              "looped.seeds=[0]", "--yes", "--workdir", str(scratch)], here)
+    assert "paper-slice: docs/runsets/paper-slice.json <- the smoke profile's runs of looped" in out
+    data = json.loads((here / "docs" / "runsets" / "paper-slice.json").read_text())
+    assert data["target"] == "paper-slice" and data["profile"] == "smoke"
+    looped = data["tasks"]["looped"]
+    assert set(data["tasks"]) == {"looped"} and looped["seeds"] == [0] and looped["runs"] == 2
+    head = sh(["git", "rev-parse", "HEAD"], here).strip()
+    assert looped["origin"]["commit"] == [head] and looped["origin"]["dirty"] == [False]
+    assert looped["claims"] == []   # no claim names the smoke profile
+    assert not any(scratch.iterdir()), "the scratch copy is removed"
+
+
+def test_a_bad_profile_or_task_is_refused_before_any_copy(tmp_path):
+    from click.testing import CliRunner
+
+    from arithrepro.stages.paper_slice import paper_slice
+
+    with working_dir(ROOT):
+        result = CliRunner().invoke(paper_slice, ["--profile", "gpu", "--workdir", str(tmp_path)])
+        assert result.exit_code == 2 and "--profile gpu: not in conf/profile/" in result.output
+        result = CliRunner().invoke(paper_slice, ["-S", "modular.nope=1", "--workdir", str(tmp_path)])
+        assert result.exit_code == 2 and "modular.nope" in result.output
+        result = CliRunner().invoke(paper_slice, ["--task", "nope", "--workdir", str(tmp_path)])
+        assert result.exit_code == 2 and "nope" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_slices_verdicts_judge_the_paper_claims_on_every_other_page(smoke_first_run, tmp_path,
+                                                                        monkeypatch):
+    """The smoke run's looped records judged as if the paper profile had made them: each claim
+    the paper profile tests gets its verdict and class, and another page's ledger takes the file
+    as the paper run set, with where its runs ran."""
+    from arithrepro.config import load
+    from arithrepro.report.results import slice_study
+
+    here = tmp_path / "workspace"
+    shutil.copytree(smoke_first_run.saved / "gpu", here, symlinks=True)
+    monkeypatch.setattr(runsets, "other_code", lambda task, origins, **kw: "")
+    with working_dir(here):
+        params = {**load("params.yaml"), "profile": "paper"}
+        data = slice_study(params, ["looped"], "paper-slice")
+        ledger = claims.load("looped")
+    tested = [c["id"] for c in ledger["claims"] if "paper" in (c.get("test") or {}).get("profiles", [])]
+    got = data["tasks"]["looped"]["claims"]
+    assert [c["id"] for c in got] == tested and len(tested) == 4
+    assert all(c["class"] == claims.SOURCE and c["outcome"] and c["n"] for c in got)
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / runsets.SLICES["paper-slice"]
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(data))
+    (paper,) = runsets.sliced("looped", ["cpu"])
+    assert paper.name == "paper" and not paper.watched
+    assert paper.where.startswith("`make paper-slice`: commit ") and "seeds 0" in paper.where
+    assert runsets.sliced("looped", ["paper"]) == []   # the paper page's own records decide there
+    assert runsets.sliced("expr", ["cpu"]) == []
+    judged = {v["id"]: v for v in claims.verdicts(ledger, [paper])}
+    for c in got:
+        assert judged[c["id"]]["outcome"] == c["outcome"]
+        assert judged[c["id"]]["judged"][0]["where"] == paper.where
