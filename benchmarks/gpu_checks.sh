@@ -2,9 +2,14 @@
 # The checks a CUDA machine runs (docs/benchmarks.md, "On a GPU"): the tests that touch the device, the
 # projected training times, the training step eager against torch.compile and CUDA graphs, and
 # ensembles against the same runs one by one, and the paper profile's looped cells trained to the end.
-#   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of tests,estimate,compile,ensemble,processes,looped
-# `processes` times the paper profile's small runs as 2 and 4 processes sharing the one GPU against
-# the same runs one after another (what several stages per GPU save).
+#   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of slice,graphs,tests,estimate,compile,ensemble,processes,looped
+# A GPU window runs them in this order: slice,graphs,processes,estimate,tests.
+# `slice` is `make paper-slice`: the paper profile's modular and looped runs, judged into
+# docs/runsets/paper-slice.json (copied to OUT_DIR; commit it where it came back).
+# `graphs` times every run shape of the paper profile eager and under `graphs: auto`, and prints
+# eager / auto per shape (benchmarks/graphs_ratio.py; exit 1 where auto is slower).
+# `processes` times the paper profile's small runs as K (PROCESSES, default 2 4 8) processes
+# sharing the one GPU against the same runs one after another (what several stages per GPU save).
 # `looped` trains, scores and reports the paper profile's looped grid (each model's seeds as one
 # ensemble) without DVC, in looped-paper/, and packs its records into OUT_DIR/looped-paper.tar.gz;
 # LOOPED_SET adds overrides to the composed params (a short run to try the script:
@@ -26,6 +31,21 @@ python3 -c "import arithrepro.stages" 2>/dev/null \
     || { echo "gpu_checks: arithrepro.stages does not import: make setup-offline (or pip install -e .) first, .venv/bin on PATH" >&2; exit 2; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())" | tee -a "$out/gpu.txt"
+if [[ $parts == *slice* ]]; then
+    start=$SECONDS
+    python3 -m arithrepro.cli paper-slice --yes 2>&1 | tee "$out/slice.log"
+    echo "slice: $((SECONDS - start)) s" | tee -a "$out/slice.log"
+    cp docs/runsets/paper-slice.json "$out/" 2>/dev/null
+fi
+if [[ $parts == *graphs* ]]; then
+    for form in false auto; do
+        python3 -m arithrepro.cli estimate --profile paper -S graphs=$form --steps 5 --warmup 3 \
+            --no-ensemble --json "$out/estimate-graphs-$form.json" 2>&1 | grep -v "^estimate: timing" \
+            > "$out/estimate-graphs-$form.log"
+    done
+    python3 -m benchmarks.graphs_ratio "$out/estimate-graphs-false.json" "$out/estimate-graphs-auto.json" \
+        2>&1 | tee "$out/graphs.log"
+fi
 if [[ $parts == *tests* ]]; then
     python3 -m pytest -v -p no:cacheprovider -n ${TEST_WORKERS:-8} --dist ${TEST_DIST:-loadfile} --durations=20 tests/test_cuda.py tests/test_device.py \
         tests/test_fast_paths.py tests/test_micro_batches.py tests/test_optim.py \
@@ -60,7 +80,7 @@ if [[ $parts == *processes* ]]; then
     ws=processes-paper
     rm -rf "$ws" && mkdir -p "$ws" && cp -r conf "$ws/"
     ( cd "$ws" && python3 -m arithrepro.cli compose-params -S profile=paper >/dev/null ) \
-        && for p in 2 4; do
+        && for p in ${PROCESSES:-2 4 8}; do
                python3 -m benchmarks.bench_ensemble --params "$ws/params.yaml" --processes $p \
                    --only "${PROCESSES_ONLY:-modular}"
            done 2>&1 | tee "$out/processes.log"
