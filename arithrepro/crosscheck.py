@@ -132,7 +132,9 @@ def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path
             params = config.compose([f"profile={params['profile']}", *setting["set"]], root / "conf")
         changed = {**params, "cpu": {"capability": setting["capability"], "threads": setting["threads"]}}
         (scratch / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
-        targets = [f"render-figures-{t}" for t in tasks]
+        from arithrepro.slices import targets as writing
+
+        targets = writing(tasks)   # what the findings read, their own files included
         echo(f"crosscheck {label(setting)}: {', '.join(tasks)} in {scratch}")
         env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
         code = subprocess.call([sys.executable, "-m", "arithrepro.cli", "repro", *targets],

@@ -84,12 +84,62 @@ class _Clock:
         return self.batches(step)
 
 
+# how far the static step's keys are walked before timing (the paper profile's runs show every
+# key within their first 41 steps: benchmarks/graph_keys.py, docs/benchmarks.md)
+SETTLE_STEPS = 400
+
+
+def graph_keys(model, cfg, batches, steps: int) -> list[int]:
+    """The steps at which the static step (train/graphs.py) meets a key it has not captured yet
+    (the batch's shape after its padding, and what the step draws on the host: a progressive
+    loss's exit depth, a looped encoder's loop count), over the first `steps` steps. Trains
+    nothing; torch's random state is left as it was."""
+    from arithrepro.models import hooks
+    from arithrepro.models.lm import LanguageModel
+    from arithrepro.stacking import Ensemble
+
+    stacked = isinstance(model, Ensemble)
+    net = model.template if stacked else model
+    recurrences = net.recurrences if cfg.progressive else 0
+    wide = isinstance(net, LanguageModel)   # only a language model's columns are padded
+    state, mode = torch.random.get_rng_state(), net.training
+    net.train()
+    seen, first, rows, cols = set(), [], 0, 0
+    try:
+        for step in range(min(steps, batches.steps)):
+            x, _, mask = batches(step)
+            if stacked:
+                x, mask = x[0], mask[0]
+            rows, cols = max(rows, mask.shape[0]), max(cols, mask.shape[1]) if wide else mask.shape[1]
+            kw = {}
+            if recurrences and not cfg.outputs_from:
+                kw["exit_at"] = int(torch.randint(1, recurrences + 1, ()))
+            if isinstance(net, hooks.SharedDraw):
+                kw.update(net.shared_draw(x))
+            key = (rows, cols, tuple(x.shape[2:]), tuple(sorted(kw.items())))
+            if key not in seen:
+                seen.add(key)
+                first.append(step)
+    finally:
+        torch.random.set_rng_state(state)
+        net.train(mode)
+    return first
+
+
 def time_steps(model, batches, cfg, warmup: int, timed: int, spec=None) -> float:
     """Seconds per training step of `model` (`spec`: its registry entry) on `batches` under
     `cfg`, through fit: `warmup` untimed steps (first-step allocation, torch.compile), then
-    `timed` steps."""
+    `timed` steps. Under the static step (cfg.graphs) the warm-up runs on to twice the last step
+    of the first SETTLE_STEPS that meets a new key, so that the timed steps replay graphs rather
+    than capture them: a capture costs a few steps once, a run replays for thousands."""
     if warmup < 1 or timed < 1:
         raise ValueError(f"warmup = {warmup}, timed = {timed}: expected at least 1 of each")
+    if cfg.graphs:
+        first = graph_keys(model, cfg, batches, SETTLE_STEPS)
+        # twice as far: the step's own draws come in another order than the walk's
+        warmup = max(warmup, 2 * (first[-1] + 1) if first else 0)
+        if warmup + timed >= batches.steps:   # a run shorter than that: as far as it goes
+            warmup = max(1, batches.steps - timed - 1)
     device = next(model.parameters()).device
     clock = _Clock(batches, warmup, warmup + timed, device)
     quick = replace(cfg, val_every=0, validate_epochs=False, restore_best=False,

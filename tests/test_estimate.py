@@ -195,3 +195,44 @@ def test_ensembles_are_timed_together_and_packed_into_the_slots(tmp_path, monkey
     jobs = [r["run_s"] for r in rows]
     assert made["per_gpu"] == 2 and made["ensemble"] is True
     assert made["wall_s"]["smoke"] == pytest.approx(estimate.makespan(jobs, 4))
+
+
+def test_the_static_steps_keys_are_walked_without_training_or_drawing(smoke_params):
+    """The paper profile's looped encoder draws its loop count on the host: each count is a
+    graph of its own, every one of them met early in the run; the standard one has one."""
+    from arithrepro import config
+    from arithrepro.projection import shapes
+
+    params = config.compose(["profile=paper", "device=cpu"], str(ROOT / "conf"))
+    built = {s.label: s.build() for s in shapes(params, ["looped"]) if not s.config.home}
+    state = torch.random.get_rng_state()
+    looped = built["looped-notebook"]
+    first = estimate.graph_keys(looped.net, looped.cfg, looped.data.batches, 400)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    extra = params["models"]["looped"]["sizes"]["notebook"]["extra_loops"]
+    assert first[0] == 0 and len(first) == extra + 1 and first[-1] < 200
+    standard = built["standard-notebook"]
+    assert estimate.graph_keys(standard.net, standard.cfg, standard.data.batches, 400) == [0]
+
+
+def test_under_the_static_step_the_timed_steps_come_after_every_capture(monkeypatch, smoke_params):
+    from dataclasses import replace
+
+    from arithrepro.projection import shapes
+
+    windows = []
+    real = estimate._Clock
+
+    def clock(batches, start, stop, device):
+        windows.append((start, stop))
+        return real(batches, start, stop, device)
+
+    monkeypatch.setattr(estimate, "_Clock", clock)
+    monkeypatch.setattr(estimate, "graph_keys", lambda *a: [0, 3, 5])
+    shape = next(s for s in shapes(smoke_params, ["looped"]) if s.label == "looped-notebook")
+    b = shape.build()
+    steps = b.data.batches.steps
+    estimate.time_steps(b.net, b.data.batches, replace(b.cfg, graphs=True), 1, 1)
+    estimate.time_steps(b.net, b.data.batches, b.cfg, 1, 1)   # eager: as asked
+    # twice the last new key's step, within the run's length
+    assert windows == [(min(12, steps - 2), min(12, steps - 2) + 1), (1, 2)]
