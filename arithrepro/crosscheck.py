@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -55,6 +56,23 @@ def scratch_copy(root: Path, dest: Path) -> Path:
     subprocess.run([sys.executable, "-m", "dvc", "cache", "dir", "--local",
                     str(root / ".dvc" / "cache")], cwd=dest, check=True, capture_output=True)
     return dest
+
+
+@contextmanager
+def scratch(root: Path, workdir: Path | None, prefix: str, keep: bool):
+    """A scratch copy of the workspace (scratch_copy) in a new folder under `workdir` for the
+    block; removed after it, unless `keep` or the block failed (what failed stays to be read)."""
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir=workdir))
+    dest = base / "workspace"
+    dest.mkdir()
+    try:
+        yield scratch_copy(root, dest)
+    except BaseException:
+        keep = True
+        raise
+    finally:
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def task_report(params: dict, tasks: list[str]) -> dict:
@@ -121,37 +139,27 @@ def with_tasks_on_record(own: dict, params: dict) -> dict:
 def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path | None,
         keep: bool, echo=print) -> dict:
     """Train and score the tasks' cells under `setting` in a scratch copy; return its report."""
-    base = Path(tempfile.mkdtemp(prefix="arithrepro-crosscheck-", dir=workdir))
-    scratch = base / "workspace"
-    scratch.mkdir()
-    try:
-        scratch_copy(root, scratch)
+    with scratch(root, workdir, "arithrepro-crosscheck-", keep) as copy:
         if setting.get("set"):   # as `dvc exp run -S` composes: conf/, the profile, the overrides
             from arithrepro import config
 
             params = config.compose([f"profile={params['profile']}", *setting["set"]], root / "conf")
         changed = {**params, "cpu": {"capability": setting["capability"], "threads": setting["threads"]}}
-        (scratch / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
+        (copy / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
         from arithrepro.slices import targets as writing
 
         targets = writing(tasks)   # what the findings read, their own files included
-        echo(f"crosscheck {label(setting)}: {', '.join(tasks)} in {scratch}")
+        echo(f"crosscheck {label(setting)}: {', '.join(tasks)} in {copy}")
         env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
         code = subprocess.call([sys.executable, "-m", "arithrepro.cli", "repro", *targets],
-                               cwd=scratch, env=env)
+                               cwd=copy, env=env)
         if code:
             raise ValueError(f"crosscheck {label(setting)}: the runs failed (exit {code}); "
-                               f"the scratch copy stays, its logs in {scratch}/logs/repro")
-        with working_dir(scratch):
+                             f"the scratch copy stays, its logs in {copy}/logs/repro")
+        with working_dir(copy):
             report = task_report(changed, tasks)
         for task in report["tasks"].values():   # the scratch repository's commit names nothing
             task["commit"] = head(root)
-    except BaseException:
-        keep = True   # what failed stays to be read
-        raise
-    finally:
-        if not keep:
-            shutil.rmtree(base, ignore_errors=True)
     return {"setting": setting, "profile": params["profile"], **report}
 
 

@@ -14,10 +14,8 @@ watched on apart. Every results page of another profile reads it as that profile
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -44,30 +42,20 @@ def run(profile: str, overrides: list[str], tasks: list[str], root: Path, out: P
     """Train the tasks' runs of `profile` with `overrides` in a scratch copy of `root` and write
     `out` from them; returns `out`."""
     from arithrepro import config
-    from arithrepro.crosscheck import scratch_copy
+    from arithrepro.crosscheck import scratch
 
     params = config.compose([f"profile={profile}", *overrides], root / "conf")   # refusals first
-    base = Path(tempfile.mkdtemp(prefix="arithrepro-slice-", dir=workdir))
-    scratch = base / "workspace"
-    scratch.mkdir()
-    try:
-        scratch_copy(root, scratch)
-        (scratch / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    with scratch(root, workdir, "arithrepro-slice-", keep) as copy:
+        (copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         stages = targets(tasks)
-        echo(f"{out.stem}: profile {profile}, {', '.join(tasks)} ({len(stages)} stages) in {scratch}")
+        echo(f"{out.stem}: profile {profile}, {', '.join(tasks)} ({len(stages)} stages) in {copy}")
         cli = [sys.executable, "-m", "arithrepro.cli"]
-        code = subprocess.call([*cli, "repro", *repro_args, *stages], cwd=scratch)
+        code = subprocess.call([*cli, "repro", *repro_args, *stages], cwd=copy)
         if code:
             raise ValueError(f"{out.stem}: the runs failed (exit {code}); the scratch copy "
-                             f"stays, its logs in {scratch}/logs/repro")
+                             f"stays, its logs in {copy}/logs/repro")
         code = subprocess.call([*cli, "results", "--slice", str(out.resolve()),
-                                *(a for t in tasks for a in ("--task", t))], cwd=scratch)
+                                *(a for t in tasks for a in ("--task", t))], cwd=copy)
         if code:
-            raise ValueError(f"{out.stem}: judging the runs failed (exit {code}) in {scratch}")
-    except BaseException:
-        keep = True   # what failed stays to be read
-        raise
-    finally:
-        if not keep:
-            shutil.rmtree(base, ignore_errors=True)
+            raise ValueError(f"{out.stem}: judging the runs failed (exit {code}) in {copy}")
     return out
