@@ -36,8 +36,9 @@ def test_the_slice_at_smoke_size_writes_its_runs_provenance(smoke_first_run, tmp
     assert data["target"] == "paper-slice" and data["profile"] == "smoke"
     looped = data["tasks"]["looped"]
     assert set(data["tasks"]) == {"looped"} and looped["seeds"] == [0] and looped["runs"] == 2
-    # the commit of the code that trained them: the checkout this package is installed from
-    head = sh(["git", "rev-parse", "HEAD"], ROOT).strip()
+    # the commit of the code that trained them: the smoke run's workspace, whose run cache
+    # gave the cells back
+    head = sh(["git", "rev-parse", "HEAD"], here).strip()
     assert looped["origin"]["commit"] == [head] and len(looped["origin"]["dirty"]) == 1
     assert looped["claims"] == []   # no claim names the smoke profile
     assert not any(scratch.iterdir()), "the scratch copy is removed"
