@@ -146,9 +146,9 @@ def run(params: dict, setting: dict, tasks: list[str], root: Path, workdir: Path
             params = config.compose([f"profile={params['profile']}", *setting["set"]], root / "conf")
         changed = {**params, "cpu": {"capability": setting["capability"], "threads": setting["threads"]}}
         (copy / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
-        from arithrepro.slices import targets as writing
+        from arithrepro.pipeline import finding_stages
 
-        targets = writing(tasks)   # what the findings read, their own files included
+        targets = finding_stages(tasks)   # what the findings read, their own files included
         echo(f"crosscheck {label(setting)}: {', '.join(tasks)} in {copy}")
         env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
         code = subprocess.call([sys.executable, "-m", "arithrepro.cli", "repro", *targets],

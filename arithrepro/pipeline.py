@@ -234,6 +234,16 @@ def producer(path: str | Path) -> str | None:
     return None
 
 
+def finding_stages(tasks: list[str]) -> list[str]:
+    """The stages that write what the tasks' findings read (their records, and the files the
+    checks read beside them), in dvc.yaml's names."""
+    from arithrepro.findings.registry import FILES
+    from arithrepro.tasks.registry import records
+
+    inputs = [p for t in tasks for p in (*records(t), *(f for f in FILES if f.split("/")[1] == t))]
+    return sorted({w for p in inputs for w in writers(p)})
+
+
 def writers(path: str | Path) -> list[str]:
     """The stages (as dvc.yaml names them, matrix stages whole) with an output that is `path`,
     holds it, or lies under it (a folder of records that many cells write)."""

@@ -152,3 +152,16 @@ def clock(seconds: float) -> str:
     m, s = divmod(round(seconds), 60)
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def ensemble_default(params: dict, device: str, pull: bool) -> bool:
+    """A configuration's pending seeds as one ensemble where the stages train on a GPU (2-4x,
+    docs/benchmarks.md), but not with --pull (each seed is restored on its own) nor where a task
+    trains in fp16 (an ensemble cannot: arithrepro/train/modes.py); auto precision is fp16 on a
+    GPU without bf16 only."""
+    import torch
+
+    if pull or device == "cpu" or params["precision"] == "fp16":
+        return False
+    return not (params["precision"] == "auto" and torch.cuda.is_available()
+                and not torch.cuda.is_bf16_supported())

@@ -26,16 +26,6 @@ DEFAULT_SET = ("modular.seeds=[0,42,100,101,102]",)
 DEFAULT_TASKS = ("modular", "looped")
 
 
-def targets(tasks: list[str]) -> list[str]:
-    """The stages that write what the tasks' findings read, in dvc.yaml's names."""
-    from arithrepro.findings.registry import FILES
-    from arithrepro.pipeline import writers
-    from arithrepro.tasks.registry import records
-
-    inputs = [p for t in tasks for p in (*records(t), *(f for f in FILES if f.split("/")[1] == t))]
-    return sorted({w for p in inputs for w in writers(p)})
-
-
 def run(profile: str, overrides: list[str], tasks: list[str], root: Path, out: Path,
         repro_args: list[str], workdir: Path | None = None, keep: bool = False,
         echo=print) -> Path:
@@ -43,11 +33,12 @@ def run(profile: str, overrides: list[str], tasks: list[str], root: Path, out: P
     `out` from them; returns `out`."""
     from arithrepro import config
     from arithrepro.crosscheck import scratch
+    from arithrepro.pipeline import finding_stages
 
     params = config.compose([f"profile={profile}", *overrides], root / "conf")   # refusals first
     with scratch(root, workdir, "arithrepro-slice-", keep) as copy:
         (copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-        stages = targets(tasks)
+        stages = finding_stages(tasks)
         echo(f"{out.stem}: profile {profile}, {', '.join(tasks)} ({len(stages)} stages) in {copy}")
         cli = [sys.executable, "-m", "arithrepro.cli"]
         code = subprocess.call([*cli, "repro", *repro_args, *stages], cwd=copy)
@@ -58,4 +49,52 @@ def run(profile: str, overrides: list[str], tasks: list[str], root: Path, out: P
                                 *(a for t in tasks for a in ("--task", t))], cwd=copy)
         if code:
             raise ValueError(f"{out.stem}: judging the runs failed (exit {code}) in {copy}")
+    return out
+
+
+def slice_study(params: dict, tasks: list[str], target: str) -> dict:
+    """A run set a committed file carries (docs/runsets/<target>.json) from this workspace's
+    records of `tasks` under the params' profile (`make paper-slice`: the paper profile's
+    modular and looped on a GPU): per task, where its runs ran (commit, tree, GPU or CPU,
+    torch), the seeds, and the verdicts of the claims that profile tests, those on seeds a
+    recipe was watched on apart."""
+    from arithrepro import claims, runsets
+    from arithrepro.findings.base import UNTESTED, verdicts
+    from arithrepro.findings.registry import FINDINGS
+    from arithrepro.io import read_json
+    from arithrepro.report.results import origin
+    from arithrepro.report.tables import wanted_runs
+    from arithrepro.tasks.registry import TASKS
+
+    profile = params["profile"]
+    ledgers = {n: claims.load(n) for n in tasks}   # checked before any work
+    df = wanted_runs(params, tasks)
+    out = {"target": target, "profile": profile, "tasks": {}}
+    for n in tasks:
+        ledger = ledgers[n]
+        rows = df[df["task"] == n]
+        origins = [(read_json(run.files.record).get("provenance") or {}).get("train", {})
+                   for run in TASKS[n].runs(params)]
+        sets = [s for s in runsets.own(n, rows, origins, params, ledger,
+                                       lambda some, n=n: verdicts(FINDINGS.get(n, ()), some, params))
+                if s.name == profile]
+        judged = {v["id"]: v for v in claims.verdicts(ledger, sets)}
+        tested = [c for c in ledger["claims"] if profile in (c.get("test") or {}).get("profiles", [])]
+
+        def picked(seen: bool) -> list[dict]:
+            got = []
+            for c in tested:
+                j = next((j for j in judged[c["id"]]["judged"] if bool(j["watched"]) == seen), None)
+                if j is not None and j["outcome"] != UNTESTED:
+                    got.append({"id": c["id"], "claim": c["claim"],
+                                **{k: j.get(k) for k in ("outcome", "ours", "n", "why", "class")}})
+            return got
+
+        watched = claims.watched_seeds(ledger["source"])
+        seeds = sorted({int(s) for s in rows["seed"]}) if len(rows) else []
+        entry = {"runs": len(rows), "origin": origin(origins),
+                 "seeds": [s for s in seeds if s not in watched], "claims": picked(False)}
+        if watched & set(seeds):
+            entry["watched"] = {"seeds": sorted(watched & set(seeds)), "claims": picked(True)}
+        out["tasks"][n] = entry
     return out

@@ -57,7 +57,7 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
     from arithrepro.estimate import hours, makespan
     from arithrepro.io import write_json
     from arithrepro.projection import placement, project
-    from arithrepro.stages.repro import ensemble_default
+    from arithrepro.schedule import ensemble_default
     from arithrepro.tasks.registry import TASKS
 
     known = config.profiles(conf_dir)

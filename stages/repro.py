@@ -70,6 +70,7 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
     from arithrepro import config
     from arithrepro.device import visible_gpus
     from arithrepro.repro import reproduce
+    from arithrepro.schedule import ensemble_default
 
     from dvc.exceptions import DvcException
 
@@ -121,19 +122,6 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
     except LookupError as err:    # a target dvc.yaml lacks: the command line is wrong
         raise click.UsageError(str(err)) from None
     sys.exit(code)
-
-
-def ensemble_default(params: dict, device: str, pull: bool) -> bool:
-    """A configuration's pending seeds as one ensemble where the stages train on a GPU (2-4x,
-    docs/benchmarks.md), but not with --pull (each seed is restored on its own) nor where a task
-    trains in fp16 (an ensemble cannot: arithrepro/train/modes.py); auto precision is fp16 on a
-    GPU without bf16 only."""
-    import torch
-
-    if pull or device == "cpu" or params["precision"] == "fp16":
-        return False
-    return not (params["precision"] == "auto" and torch.cuda.is_available()
-                and not torch.cuda.is_bf16_supported())
 
 
 def _options(pairs: tuple[str, ...], executor: str | None) -> dict[str, str]:

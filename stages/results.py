@@ -71,7 +71,7 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
         return
     if slice_path or tasks:
         from arithrepro import config, runsets
-        from arithrepro.report.results import slice_study
+        from arithrepro.slices import slice_study
         from arithrepro.tasks.registry import TASKS
 
         target = Path(slice_path or "").stem

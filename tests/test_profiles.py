@@ -167,7 +167,7 @@ def test_on_a_gpu_the_paper_profile_captures_steps_and_trains_seeds_together(tmp
     profile's params, and so its cells, unchanged) and `arithrepro repro` ensembles a
     configuration's seeds where its stages train on a GPU."""
     from arithrepro.config import resolve_graphs
-    from arithrepro.stages.repro import ensemble_default
+    from arithrepro.schedule import ensemble_default
 
     paper, cpu = (composed(tmp_path, f"profile={p}") for p in ("paper", "cpu"))
     assert paper["graphs"] == "auto" and cpu["graphs"] is False

@@ -9,7 +9,8 @@ import shutil
 
 import pytest
 
-from arithrepro import claims, runsets, slices
+from arithrepro import claims, runsets
+from arithrepro.pipeline import finding_stages
 from arithrepro.checkout import working_dir
 from tests.workspace import ROOT, sh
 
@@ -17,11 +18,11 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
 def test_the_slice_runs_the_stages_that_write_what_the_findings_read():
-    assert slices.targets(["modular", "looped"]) == [
+    assert finding_stages(["modular", "looped"]) == [
         "evaluate-looped", "modular-attention", "train-modular-compute", "train-modular-data",
         "train-modular-orders", "train-modular-regularization", "train-modular-sanity",
         "train-modular-size"]
-    assert slices.targets(["charlm"]) == ["charlm-compute", "train-charlm"]
+    assert finding_stages(["charlm"]) == ["charlm-compute", "train-charlm"]
 
 
 def test_the_slice_at_smoke_size_writes_its_runs_provenance(smoke_first_run, tmp_path):
@@ -65,7 +66,7 @@ def test_the_slices_verdicts_judge_the_paper_claims_on_every_other_page(smoke_fi
     the paper profile tests gets its verdict and class, and another page's ledger takes the file
     as the paper run set, with where its runs ran."""
     from arithrepro.config import load
-    from arithrepro.report.results import slice_study
+    from arithrepro.slices import slice_study
 
     here = tmp_path / "workspace"
     shutil.copytree(smoke_first_run.saved / "gpu", here, symlinks=True)

@@ -206,53 +206,6 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
-def slice_study(params: dict, tasks: list[str], target: str) -> dict:
-    """A run set a committed file carries (docs/runsets/<target>.json) from this workspace's
-    records of `tasks` under the params' profile (`make paper-slice`: the paper profile's
-    modular and looped on a GPU): per task, where its runs ran (commit, tree, GPU or CPU,
-    torch), the seeds, and the verdicts of the claims that profile tests, those on seeds a
-    recipe was watched on apart."""
-    from arithrepro import claims, runsets
-    from arithrepro.findings.base import UNTESTED, verdicts
-    from arithrepro.findings.registry import FINDINGS
-    from arithrepro.io import read_json
-    from arithrepro.report.tables import wanted_runs
-    from arithrepro.tasks.registry import TASKS
-
-    profile = params["profile"]
-    ledgers = {n: claims.load(n) for n in tasks}   # checked before any work
-    df = wanted_runs(params, tasks)
-    out = {"target": target, "profile": profile, "tasks": {}}
-    for n in tasks:
-        ledger = ledgers[n]
-        rows = df[df["task"] == n]
-        origins = [(read_json(run.files.record).get("provenance") or {}).get("train", {})
-                   for run in TASKS[n].runs(params)]
-        sets = [s for s in runsets.own(n, rows, origins, params, ledger,
-                                       lambda some, n=n: verdicts(FINDINGS.get(n, ()), some, params))
-                if s.name == profile]
-        judged = {v["id"]: v for v in claims.verdicts(ledger, sets)}
-        tested = [c for c in ledger["claims"] if profile in (c.get("test") or {}).get("profiles", [])]
-
-        def picked(seen: bool) -> list[dict]:
-            got = []
-            for c in tested:
-                j = next((j for j in judged[c["id"]]["judged"] if bool(j["watched"]) == seen), None)
-                if j is not None and j["outcome"] != UNTESTED:
-                    got.append({"id": c["id"], "claim": c["claim"],
-                                **{k: j.get(k) for k in ("outcome", "ours", "n", "why", "class")}})
-            return got
-
-        watched = claims.watched_seeds(ledger["source"])
-        seeds = sorted({int(s) for s in rows["seed"]}) if len(rows) else []
-        entry = {"runs": len(rows), "origin": origin(origins),
-                 "seeds": [s for s in seeds if s not in watched], "claims": picked(False)}
-        if watched & set(seeds):
-            entry["watched"] = {"seeds": sorted(watched & set(seeds)), "claims": picked(True)}
-        out["tasks"][n] = entry
-    return out
-
-
 def source_study(data: dict) -> dict:
     """docs/runsets/modular-source.json from the results (docs/results.json) of a workspace
     whose params ran the modular-source target (sanity=source): where its runs ran, modular's
