@@ -27,6 +27,16 @@ ESTIMATE = Path("docs/runsets/estimate-paper.json")
 RUN_COMMANDS = ("generate-datasets", "charlm-corpus", "train", "evaluate")
 
 
+def trained_where(task: str, params: dict) -> list[dict]:
+    """Each of the task's runs the params name: its record's training provenance (commit,
+    tree, machine, torch), {} where the record has none."""
+    from arithrepro.io import read_json
+    from arithrepro.tasks.registry import TASKS
+
+    return [(read_json(run.files.record).get("provenance") or {}).get("train", {})
+            for run in TASKS[task].runs(params)]
+
+
 def own(task: str, rows, origins: list[dict], params: dict, ledger: dict, judge) -> list[RunSet]:
     """This workspace's records of `task` as run sets, one per name they count for (the profile,
     and each target the params run), the watched seeds apart. `judge(rows)`: the task's

@@ -61,10 +61,8 @@ def slice_study(params: dict, tasks: list[str], target: str) -> dict:
     from arithrepro import claims, runsets
     from arithrepro.findings.base import UNTESTED, verdicts
     from arithrepro.findings.registry import FINDINGS
-    from arithrepro.io import read_json
     from arithrepro.report.results import origin
     from arithrepro.report.tables import wanted_runs
-    from arithrepro.tasks.registry import TASKS
 
     profile = params["profile"]
     ledgers = {n: claims.load(n) for n in tasks}   # checked before any work
@@ -73,8 +71,7 @@ def slice_study(params: dict, tasks: list[str], target: str) -> dict:
     for n in tasks:
         ledger = ledgers[n]
         rows = df[df["task"] == n]
-        origins = [(read_json(run.files.record).get("provenance") or {}).get("train", {})
-                   for run in TASKS[n].runs(params)]
+        origins = runsets.trained_where(n, params)
         sets = [s for s in runsets.own(n, rows, origins, params, ledger,
                                        lambda some, n=n: verdicts(FINDINGS.get(n, ()), some, params))
                 if s.name == profile]

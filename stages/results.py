@@ -105,8 +105,7 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
     params = config.load(params_path)
     ledgers = {n: claims.load(n) for n in TASKS}   # checked before any work
     df = wanted_runs(params, list(TASKS))
-    origins = {n: [(read_json(run.files.record).get("provenance") or {}).get("train", {})
-                   for run in t.runs(params)] for n, t in TASKS.items()}
+    origins = {n: runsets.trained_where(n, params) for n in TASKS}
     estimate = runsets.estimate()
     names = [params["profile"], *params["claims"]["targets"]]
     findings, judged = {}, {}
