@@ -50,7 +50,7 @@ SECTIONS = {
         "code-deps": "the code each stage runs, hashed",
         "generate-datasets": "a task's datasets",
         "charlm-corpus": "charlm's corpus and vocabulary",
-        "train": "one run, or a configuration's seeds as one ensemble",
+        "train": "one run, or several as one ensemble",
         "evaluate": "score a trained run",
         "llm": "ask an LLM endpoint expr's problems",
         "render-figures": "a task's tables and figures",

@@ -18,9 +18,10 @@ from arithrepro.estimate import Projection, Timing, time_steps, validations
 class Shape:
     """A configuration's runs (those `keep` kept): `make(run)` -> that run (runs.Built) on data
     made in memory; `build()` the first of them."""
-    config: object      # runs.Config
+    config: object      # runs.Config (the first, where configurations train together)
     runs: list          # runs.Run
     make: Callable
+    configs: int = 1    # the configurations whose runs it holds
 
     task = property(lambda self: self.config.task)
 
@@ -29,7 +30,17 @@ class Shape:
 
     @property
     def label(self) -> str:
-        return self.config.name + (" (bench)" if self.config.home else "")
+        more = f" (+{self.configs - 1} trained with it)" if self.configs > 1 else ""
+        return self.config.name + (" (bench)" if self.config.home else "") + more
+
+
+def as_ensembles(shapes: Iterator[Shape]) -> list[Shape]:
+    """The shapes whose runs train as one ensemble (runs.Config.ensemble_key) as one shape each."""
+    groups: dict[str, list[Shape]] = {}
+    for shape in shapes:
+        groups.setdefault(shape.config.ensemble_key, []).append(shape)
+    return [Shape(g[0].config, [r for sh in g for r in sh.runs], g[0].make, len(g))
+            for g in groups.values()]
 
 
 def placement(params: dict) -> tuple[str, dict[str, str]]:
@@ -70,13 +81,15 @@ def project(params: dict, tasks, warmup: int, steps: int, keep: Callable = lambd
     Timing) shared across calls times each shape once. With `stop_after_s`, stops once the
     projections add up to more than that many seconds (enough to know a budget is exceeded).
     With `ensemble`, a shape's runs train as one ensemble, as `arithrepro repro` trains a
-    configuration's pending seeds on a GPU: its step is timed with every run as a member."""
+    configuration's pending seeds on a GPU (with those of the configurations it trains with:
+    `as_ensembles`): its step is timed with every run as a member."""
     from arithrepro.models.registry import spec_of
 
     device = resolve_device(params["device"])
     timings = {} if timings is None else timings
     out, total = [], 0.0
-    for shape in shapes(params, tasks, keep):
+    found = shapes(params, tasks, keep)
+    for shape in as_ensembles(found) if ensemble else found:
         built = shape.build()
         members = len(shape.runs) if ensemble else 1
         key = _shape_key(shape.task, built, params["compile"]) + f" x{members}"
@@ -101,14 +114,11 @@ def project(params: dict, tasks, warmup: int, steps: int, keep: Callable = lambd
 def _ensemble_step(shape: Shape, first, warmup: int, steps: int) -> float:
     """Seconds per step of the shape's runs trained as one ensemble, as runner.train builds it."""
     from arithrepro.models.registry import spec_of
-    from arithrepro.stacking import ensemble, padding, stacked_batches
+    from arithrepro.stacking import stacked
 
     builts = [first, *(shape.make(run) for run in shape.runs[1:])]
-    model = spec_of(first.arch)
-    return time_steps(ensemble([b.net for b in builts]),
-                      stacked_batches([b.data.batches for b in builts],
-                                      padding(model, first.arch["dims"])),
-                      first.cfg, warmup, steps, model)
+    net, batches = stacked(builts)
+    return time_steps(net, batches, first.cfg, warmup, steps, spec_of(first.arch))
 
 
 def _shape_key(task: str, built, compile_) -> str:

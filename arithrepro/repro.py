@@ -8,8 +8,9 @@ Why: on a small CPU the runs here are too small to use every core well. Two runs
 thread each finish 1.4-1.9x sooner than the same two one after another with two threads
 (`python -m benchmarks.bench_ensemble --processes 2`).
 
-With `ensemble`, the pending training cells of one configuration that differ in their seed
-alone train as one Ensemble in one process (`arithrepro train --task T RUN RUN ...`) and are
+With `ensemble`, the pending training cells of one configuration, and of the configurations
+that differ from it in rate, decay or data alone (runs.Config.ensemble_key), train as one
+Ensemble in one process (`arithrepro train --task T RUN RUN ...`) and are
 then recorded with `dvc commit` (outputs, dvc.lock and the run cache, as repro records them):
 that is the form that pays on a GPU."""
 

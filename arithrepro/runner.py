@@ -68,52 +68,62 @@ def fingerprint(built: Built) -> str:
     return h.hexdigest()
 
 
-def train(task, runs: list[Run], params: dict, where: Placement, rank: int = 0,
-          checkpoint: Path | None = None) -> list[dict]:
+def train(task, runs: list[Run], params: dict, where: Placement, rank: int = 0) -> list[dict]:
     """Fit `runs` and write each one's model.pt, train.json and, for a task scored as it
-    trains, its record; returns their summaries ([] on a DDP rank other than 0: only rank 0
-    writes). One run trains as itself; several, one configuration at several seeds, train as
-    one Ensemble (arithrepro/stacking.py), each copy built, fed and validated as its own run.
-    `checkpoint` holds them while they train (default: the first run's) and is resumed from.
+    trains, its record; returns their summaries, in their order ([] on a DDP rank other than 0:
+    only rank 0 writes). One run trains as itself; several train in the groups
+    stacking.ensembles makes of them (runs of one configuration at several seeds, or of
+    configurations that differ only in rate, decay or data of the same shapes), each group one
+    Ensemble (arithrepro/stacking.py) and each copy built, fed and validated as its own run.
+    A group's first run's checkpoint holds the group while it trains and is resumed from.
     A copy whose loss became non-finite writes nothing: once the others are written,
     NonFiniteLoss names it."""
-    from dataclasses import replace
+    from arithrepro.observers import NonFiniteLoss
+    from arithrepro.stacking import ensembles
 
-    from arithrepro.stacking import ensemble, padding, stacked_batches
+    builts = [build(task, r, params, where) for r in runs]
+    written, failed = {}, []
+    for group in ensembles(builts):
+        done, lost = _train_ensemble(task, [runs[i] for i in group], [builts[i] for i in group],
+                                     params, where, rank)
+        written.update(done)
+        failed += lost
+    if failed:
+        raise NonFiniteLoss("; ".join(failed))
+    return [written[r.name] for r in runs if r.name in written]
+
+
+def _train_ensemble(task, runs: list[Run], builts: list[Built], params: dict, where: Placement,
+                    rank: int) -> tuple[dict, list[str]]:
+    """Train `runs` as one ensemble: ({run name: summary} of those written, [why each other
+    one failed])."""
     from arithrepro.live import Series
     from arithrepro.models.registry import spec_of
-    from arithrepro.observers import NonFiniteLoss
+    from arithrepro.stacking import stacked
     from arithrepro.train.ensembles import ensemble_of
     from arithrepro.train.loop import fit
 
-    builts = [build(task, r, params, where) for r in runs]
     first = builts[0]
-    for run, built in zip(runs[1:], builts[1:]):
-        if built.arch != first.arch or replace(built.cfg, seed=0) != replace(first.cfg, seed=0):
-            raise ValueError(f"runs {runs[0].name} and {run.name}: not one configuration; "
-                             "only runs that differ in their seed alone train as one ensemble")
-    model = spec_of(first.arch)
-    net = ensemble([b.net for b in builts])
-    checkpoint = checkpoint or runs[0].files.checkpoint
+    net, batches = stacked(builts)
+    checkpoint = runs[0].files.checkpoint
     h = hashlib.sha256("".join(fingerprint(b) for b in builts).encode()).hexdigest()
-    batches = stacked_batches([b.data.batches for b in builts], padding(model, first.arch["dims"]))
     ens = ensemble_of(net)
-    results = ens.per_copy(fit(net, batches, [b.data.valid for b in builts], first.cfg, checkpoint,
-                               h, spec=model, series=[Series(r.files.live, b.read)
-                                                      for r, b in zip(runs, builts)]), "results")
+    results = ens.per_copy(fit(net, batches, [b.data.valid for b in builts],
+                               [b.cfg for b in builts] if len(builts) > 1 else first.cfg,
+                               checkpoint, h, spec=spec_of(first.arch),
+                               series=[Series(r.files.live, b.read) for r, b in zip(runs, builts)]),
+                           "results")
     if rank:
-        return []
-    summaries, failed = [], []
+        return {}, []
+    summaries, failed = {}, []
     for i, (run, built, result) in enumerate(zip(runs, builts, results)):
         if "failed" in result:
             failed.append(f"{run.name}: {result['failed']}")
             continue
         built.net = ens.copy_of(i).eval()
-        summaries.append(_write(task, run, built, result, params, where, copies=len(runs)))
+        summaries[run.name] = _write(task, run, built, result, params, where, copies=len(runs))
     checkpoint.unlink(missing_ok=True)  # finished: nothing left to resume
-    if failed:
-        raise NonFiniteLoss("; ".join(failed))
-    return summaries
+    return summaries, failed
 
 
 def _write(task, run: Run, built: Built, result: dict, params: dict, where: Placement,

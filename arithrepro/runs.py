@@ -41,6 +41,12 @@ def evaluations_dir(task: str, home: str = "") -> Path:
 CONFIG_KEY = ["model", "size"]
 
 
+# What the copies of one ensemble may differ in among their training settings (TrainConfig's
+# fields): nothing that changes a step's shapes or its program. The optimizer takes each copy's
+# rate and decay (arithrepro/optim.py).
+PER_COPY = ("seed", "lr", "weight_decay")
+
+
 def run_name(model: str, label: str, seed) -> str:
     return f"{model}-{label}-{seed}"
 
@@ -164,6 +170,10 @@ class Config:
     # the matrix's order: a run's cell is `<stage>@<values>-<seed>` (Run.cell)
     stage: str = field(default="", compare=False)
     item: tuple = field(default=(), compare=False, repr=False)
+    # its settings that change no step's shape (modular's r_train, rate and weight decay):
+    # configurations that differ in these alone, the loop's per-copy values and their seeds
+    # train as one ensemble (`ensemble_key`)
+    free: tuple = field(default=(), compare=False, repr=False)
 
     def __post_init__(self):
         for name in ("architecture", "loop", "settings"):
@@ -177,6 +187,18 @@ class Config:
     @property
     def runs(self) -> list["Run"]:
         return [Run(self, seed) for seed in self.seeds]
+
+    @property
+    def ensemble_key(self) -> str:
+        """What configurations that train as one ensemble share: all but their `free` settings
+        and the loop's per-copy values (PER_COPY). The scheduler groups pending runs by it;
+        stacking.ensembles has the last word, on the runs built."""
+        import json
+
+        return json.dumps([self.task, self.home, thaw(self.architecture),
+                           {k: v for k, v in thaw(self.loop).items() if k not in PER_COPY},
+                           {k: v for k, v in thaw(self.settings).items() if k not in self.free}],
+                          sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)

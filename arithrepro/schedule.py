@@ -11,18 +11,13 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Job:
-    """One process to run: a stage, or a configuration's pending training cells trained as one
-    ensemble."""
+    """One process to run: a stage, or pending training cells trained as one ensemble (a
+    configuration's seeds, and those of the configurations it trains with)."""
 
     stages: list[str]
     argv: list[list[str]]  # commands run one after another
     upstream: set = field(default_factory=set)
     runs: tuple = ()       # its training cells' runs.Run, in its stages' order (none: no cell)
-
-    @property
-    def config(self):
-        """The configuration its cells are seeds of; None for a stage that trains nothing."""
-        return self.runs[0].config if self.runs else None
 
     @property
     def name(self) -> str:
@@ -34,7 +29,8 @@ def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[st
                cells: dict | None = None, pull: bool = False, ensemble: bool = True) -> list[Job]:
     """The jobs for `stages` (in DVC's order, upstream first) given each stage's upstream
     stages and the stages DVC reports changed; `cells`, the training cells' runs.Run: with
-    `ensemble`, the pending seeds of a configuration train as one ensemble. A stage not reported
+    `ensemble`, the pending seeds of a configuration, and of the configurations it trains with
+    (runs.Config.ensemble_key), train as one ensemble. A stage not reported
     changed still runs when something upstream of it runs (DVC then decides: its inputs may be
     new); one whose whole upstream stays untouched is skipped here, as DVC would skip it. Jobs
     come back in the order they may start, each with the jobs it waits for (by the first
@@ -69,9 +65,11 @@ def order_jobs(stages: list[str], upstream: dict[str, set[str]], pending: set[st
     return sorted(jobs, key=lambda j: not j.stages[0].startswith("train-"))
 
 
-def _config_of(run) -> tuple:
-    """What a training cell's ensemble is keyed on: its configuration (a benchmark's apart)."""
-    return run.task, run.home, run.config.name
+def _config_of(run) -> str:
+    """What a training cell's ensemble is keyed on: its configuration, but what copies of one
+    ensemble may differ in (runs.Config.ensemble_key: the seed, and rate, decay or data that keep
+    the shapes)."""
+    return run.config.ensemble_key
 
 
 def commands(stages: list[str], runs: tuple = (), pull: bool = False) -> list[list[str]]:

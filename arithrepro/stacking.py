@@ -150,15 +150,17 @@ def padding(model_spec, dims: dict) -> dict | None:
 
 
 def stack_inputs(batches: list[tuple], pad: dict | None = None) -> tuple:
-    """Per-copy batches (x, y, mask) -> (X, Y, M), each (E, B, ...), every copy's columns padded
-    to the widest: x with pad["x"] (the model's padding token), y with 0, mask with False. For a
-    causal model the appended columns change no scored output; a model that sees both ways needs
-    batches of one width (stack_inputs refuses others without `pad`)."""
+    """Per-copy batches (x, y, mask) -> (X, Y, M), each (E, B, ...): every copy's batch padded
+    to the most rows (rows of x's padding token, or 0 where the model has none, unscored: each
+    row's outputs are its own, and the loss counts each copy's scored positions only) and its
+    columns to the widest, x with pad["x"] (the model's padding token), y with 0, mask with
+    False. For a causal model the appended columns change no scored output; a model that sees
+    both ways needs batches of one width (stack_inputs refuses others without `pad`)."""
     widths = {b[0].size(1) for b in batches}
     if len(widths) > 1 and pad is None:
         raise ValueError(f"copies' batches have {len(widths)} widths; an encoder's copies must "
                          "draw batches of one width")
-    width = max(widths)
+    rows, width = max(b[0].size(0) for b in batches), max(widths)
     out = []
     for k, fill in enumerate(((pad or {}).get("x", 0), 0, False)):
         parts = []
@@ -167,28 +169,74 @@ def stack_inputs(batches: list[tuple], pad: dict | None = None) -> tuple:
             if t.size(1) < width:
                 extra = t.new_full((t.size(0), width - t.size(1), *t.shape[2:]), fill)
                 t = torch.cat([t, extra], dim=1)
+            if t.size(0) < rows:
+                t = torch.cat([t, t.new_full((rows - t.size(0), *t.shape[1:]), fill)])
             parts.append(t)
         out.append(torch.stack(parts))
     return tuple(out)
 
 
 class CopiesBatches:
-    """The copies' batch sources (each an EpochBatches or StreamBatches of its own seed, as its
-    standalone run draws them) as one: batch(step) -> (X, Y, M), stacked by stack_inputs."""
+    """The copies' batch sources (each an EpochBatches or StreamBatches of its own run, as its
+    standalone run draws them) as one: batch(step) -> (X, Y, M), stacked by stack_inputs. The
+    copies run the same steps; their epochs may differ in length (copies of one configuration
+    on training sets of different sizes), where the loop validates by step."""
 
     def __init__(self, sources: list, pad: dict | None = None):
-        if len({s.steps for s in sources}) != 1 or len({s.epoch(0) for s in sources}) != 1:
+        if len({s.steps for s in sources}) != 1:
             raise ValueError("the copies' batch sources must run the same steps")
         self.sources, self.pad, self.steps = sources, pad, sources[0].steps
 
-    def epoch(self, step: int) -> int:
-        return self.sources[0].epoch(step)
+    def epoch(self, step: int):
+        """The epoch of `step`: one, or a list of each copy's where theirs differ."""
+        epochs = [s.epoch(step) for s in self.sources]
+        return epochs[0] if len(set(epochs)) == 1 else epochs
 
     def epoch_end(self, step: int) -> bool:
-        return self.sources[0].epoch_end(step)
+        ends = {s.epoch_end(step) for s in self.sources}
+        if len(ends) > 1:
+            raise ValueError(f"step {step}: the copies' epochs end at different steps; copies "
+                             "whose epochs differ train only where validation goes by step")
+        return ends.pop()
 
     def __call__(self, step: int):
         return stack_inputs([s(step) for s in self.sources], self.pad)
+
+
+def stacked(builts: list) -> tuple[nn.Module, object]:
+    """(model, batches) that train runs.Built `builts` as one: one run's own, or its copies
+    stacked with their batches (padded to one width where the model takes a padding token)."""
+    from arithrepro.models.registry import spec_of
+
+    first = builts[0]
+    return (ensemble([b.net for b in builts]),
+            stacked_batches([b.data.batches for b in builts],
+                            padding(spec_of(first.arch), first.arch["dims"])))
+
+
+def ensembles(builts: list) -> list[list[int]]:
+    """`builts` (runs.Built) in groups that can train as one ensemble, by index, in order: runs
+    of one architecture whose training settings differ in runs.PER_COPY alone (seed,
+    learning rate, weight decay) and that run as many steps, with epochs of one length where
+    the loop validates at epoch ends (their batches' rows and widths are padded to one shape:
+    stack_inputs). So configurations that differ in their seeds, rates, decays, or data (modular's
+    r_train), train together."""
+    import json
+    from dataclasses import asdict, replace
+
+    from arithrepro.runs import PER_COPY
+
+    def key(b) -> str:
+        cfg = replace(b.cfg, **{k: None for k in PER_COPY})
+        batches = b.data.batches
+        return json.dumps([b.arch, asdict(cfg), batches.steps,
+                           batches.per_epoch if b.cfg.validate_epochs else None],
+                          sort_keys=True, default=str)
+
+    groups: dict[str, list[int]] = {}
+    for i, b in enumerate(builts):
+        groups.setdefault(key(b), []).append(i)
+    return list(groups.values())
 
 
 def ensemble(models: list[nn.Module]) -> nn.Module:

@@ -30,7 +30,7 @@ def cells(params: dict, only: str = "") -> list:
 def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
                    only: str = "") -> list[dict]:
     from arithrepro.config import resolve_graphs
-    from arithrepro.stacking import CopiesBatches, Ensemble, padding
+    from arithrepro.stacking import stacked
     from arithrepro.estimate import time_steps
     from arithrepro.models.registry import spec_of
     from arithrepro.device import resolve_device
@@ -57,11 +57,7 @@ def bench_ensemble(params: dict, copies=(3, 5), warmup: int = 2, timed: int = 4,
                 alone += time_steps(b.net, b.data.batches, b.cfg, warmup, timed,
                                     spec_of(b.arch))
             bs = [built(seed) for seed in range(E)]
-            model = spec_of(bs[0].arch)
-            together = time_steps(Ensemble([b.net for b in bs]),
-                                  CopiesBatches([b.data.batches for b in bs],
-                                                padding(model, bs[0].arch["dims"])),
-                                  bs[0].cfg, warmup, timed, model)
+            together = time_steps(*stacked(bs), bs[0].cfg, warmup, timed, spec_of(bs[0].arch))
             rows.append({"cell": cell, "copies": E, "alone_s": alone, "together_s": together})
             print(f"{cell:<28}{E:>3}{alone:>12.3f}{together:>10.3f}{alone / together:>9.2f}x",
                   flush=True)

@@ -30,8 +30,10 @@ from arithrepro.stages.common import TaskName, friendly_errors
               help="Devices the runs share out (a node's GPUs, or a cluster's at once): the wall "
                    "time beside the device-hours. Default: this machine's GPUs on a GPU, else 1.")
 @click.option("--ensemble/--no-ensemble", default=None,
-              help="Time each configuration's seeds as one ensemble, as `arithrepro repro` trains "
-                   "them. Default: as repro does on this device (on a GPU, not in fp16).")
+              help="Time each configuration's seeds as one ensemble, with those of the "
+                   "configurations that differ from it in rate, decay or data alone, as "
+                   "`arithrepro repro` trains them. Default: as repro does on this device (on a "
+                   "GPU, not in fp16).")
 @click.option("--per-gpu", type=click.IntRange(min=1), default=1, show_default=True,
               help="Jobs sharing each device, as `arithrepro repro --per-gpu`: the wall time "
                    "packs the jobs into devices x K slots, each as fast as alone (a lower bound "
@@ -89,7 +91,8 @@ def estimate(conf_dir: str, profiles: tuple, overrides: tuple, tasks: tuple, ste
         out[profile] = [{**asdict(r), "jobs": r.jobs, "run_s": r.run_s, "total_s": r.total_s}
                         for r in rows]
         report.append(_table(profile, rows, hours))
-    jobs_word = ("each configuration's seeds as one ensemble (one job)" if ensemble
+    jobs_word = ("each configuration's seeds as one ensemble (one job), with those of the "
+                 "configurations that differ from it in rate, decay or data alone" if ensemble
                  else "each run alone (one job)")
     click.echo(f"# Projected training time on {where}\n\n{warmup} untimed and {steps} timed "
                f"steps per run shape; {jobs_word}; training steps and "

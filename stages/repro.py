@@ -13,8 +13,9 @@ from arithrepro.stages.common import friendly_errors, params_option
               help="Stages at once (default: one per core on a CPU, 1 on a GPU); the cores are "
                    "shared out as torch threads.")
 @click.option("--ensemble/--no-ensemble", default=None,
-              help="Train the pending seeds of each configuration as one ensemble per process "
-                   "(2-4x on a GPU, break-even on a CPU). Default: on where the stages train on "
+              help="Train the pending seeds of each configuration, with those of the "
+                   "configurations that differ from it in rate, decay or data alone, as one "
+                   "ensemble per process (2-4x on a GPU, break-even on a CPU). Default: on where the stages train on "
                    "a GPU (not with --pull, nor in fp16), off on a CPU.")
 @click.option("--dry", is_flag=True,
               help="Say which stages would run, in the order they would start, and run none.")

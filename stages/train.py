@@ -16,9 +16,11 @@ from arithrepro.stages.common import TaskName, done, friendly_errors, params_opt
 def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> None:
     """Train RUN, one run of the task (<model>-<label>-<seed>: gpt-small-0,
     lstm-std-data.r0.3-0, rnn-s20-0; each is a cell of a train stage in dvc.yaml), resuming from
-    its checkpoint if it was cut short. Several RUNs of one configuration that differ in their
-    seed alone train as one ensemble (arithrepro/stacking.py), each written as if it
-    had trained alone; their shared checkpoint is the first run's checkpoint.pt.
+    its checkpoint if it was cut short. Several RUNs train as one ensemble
+    (arithrepro/stacking.py) where they can: one configuration's seeds, and configurations that
+    differ only in learning rate, weight decay or data that keeps the shapes (modular's r_train);
+    each is written as if it had trained alone, and each ensemble's checkpoint is its first
+    run's checkpoint.pt. RUNs that cannot share a step train one ensemble after another.
 
     Reads params: device, precision, compile, graphs, cpu and what the task reads of the run (dvc.yaml's
     train-<task> stages list the keys exactly), and data/<task>/.
@@ -57,10 +59,10 @@ def train(params_path: str, task: str, bench: bool, names: tuple[str, ...]) -> N
     place = (f"{world} processes ({device.split(':')[0]})" if world > 1 else device) + f", {precision}"
     if device == "cpu":  # torch sizes its pool to the cores this process may use (taskset)
         place += f", {torch.get_num_threads()} threads"
-    if len(todo) > 1:
-        place += f", {len(todo)} runs as one ensemble"
     for run, record in zip(todo, summaries):
-        done(f"train {task} {run.name} on {place}: {record['steps']} steps in "
+        members = record.get("trained_with", 1)
+        where_ = place + (f", one of {members} runs in an ensemble" if members > 1 else "")
+        done(f"train {task} {run.name} on {where_}: {record['steps']} steps in "
              f"{record['train_seconds']:.1f} s, best val loss {record['best_val_loss']:.4f} at "
              f"step {record['best_step']}, {record['params']:,} params -> {run.files.dir}")
 

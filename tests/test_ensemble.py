@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -290,8 +292,8 @@ def test_runs_trained_as_one_ensemble_are_written_as_if_trained_alone(tmp_path, 
     monkeypatch.chdir(tmp_path / "alone")
     alone = [runner.train(task, [r], params, where)[0] for r in runs]
     monkeypatch.chdir(tmp_path / "ensemble")
-    ensemble = runner.train(task, runs, params, where, checkpoint=tmp_path / "group.pt")
-    assert not (tmp_path / "group.pt").exists()
+    ensemble = runner.train(task, runs, params, where)
+    assert not (tmp_path / "ensemble" / runs[0].files.checkpoint).exists()
     for run, a, b in zip(runs, alone, ensemble):
         assert b["trained_with"] == 2 and b["seed"] == run.seed
         assert b["best_step"] == a["best_step"] and b["params"] == a["params"]
@@ -305,9 +307,12 @@ def test_runs_trained_as_one_ensemble_are_written_as_if_trained_alone(tmp_path, 
         assert (tmp_path / "ensemble" / run.files.live / "metrics.json").is_file()
 
 
-def test_only_the_seeds_of_one_configuration_train_as_one_ensemble(tmp_path, monkeypatch, tiny_expr):
+def test_runs_that_cannot_share_a_step_train_apart(tmp_path, monkeypatch, tiny_expr):
+    """Two sizes of one model: two architectures, so two groups of one, each written as its
+    own run."""
     from arithrepro import runner
     from arithrepro.runs import Placement
+    from arithrepro.stacking import ensembles
     from arithrepro.tasks.registry import TASKS
 
     params, data_dir = tiny_expr
@@ -315,10 +320,97 @@ def test_only_the_seeds_of_one_configuration_train_as_one_ensemble(tmp_path, mon
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "expr").symlink_to(data_dir)
     monkeypatch.chdir(tmp_path)
-    runs = TASKS["expr"].runs(params)
-    with pytest.raises(ValueError, match="not one configuration"):
-        runner.train(TASKS["expr"], runs, params, Placement("cpu", "fp32", False),
-                     checkpoint=tmp_path / "group.pt")
+    runs, where = TASKS["expr"].runs(params), Placement("cpu", "fp32", False)
+    assert ensembles([runner.build(TASKS["expr"], r, params, where) for r in runs]) == [[0], [1]]
+    written = runner.train(TASKS["expr"], runs, params, where)
+    assert [w["size"] for w in written] == ["small", "medium"]
+    assert not any("trained_with" in w for w in written)
+
+
+# --- configurations that differ in rate, decay or data: one ensemble ---------------------------
+
+def _modular(tmp_path, monkeypatch):
+    """The smoke profile's modular task on data enough for batches of 32 rows, without dropout
+    (an ensemble's copies draw their own masks)."""
+    from arithrepro import config
+
+    params = config.compose(["profile=smoke"])
+    params["modular"]["base"].update(p=11, batch_size=32, steps=8, eval_every=4, dropout=0.0,
+                                     lr=0.003)
+    monkeypatch.chdir(tmp_path)
+    return params
+
+
+def _fused_runs(params):
+    """lstm-std at two r_train (the data study) and, at another rate, two weight decays
+    (regularization), on seeds 0 and 1: four configurations of one architecture."""
+    from arithrepro.tasks.registry import TASKS
+
+    studies = params["modular"]["studies"]
+    studies["data"].update(models=["lstm-std"], seeds=[0, 1], sweep={"r_train": [0.2, 0.6]})
+    studies["regularization"].update(models=["lstm-std"], seeds=[1], set={"steps": 8, "lr": 0.01},
+                                     sweep={"weight_decay": [0.0, 0.3]})
+    return [r for c in TASKS["modular"].configs(params) if c.group in ("data", "regularization")
+            for r in c.runs]
+
+
+def test_configurations_that_differ_in_rate_decay_or_data_train_as_one(tmp_path, monkeypatch):
+    """Each copy of the fused ensemble ends with its standalone run's weights, curves and record
+    (to float rounding): its own training set (of its own size: fewer rows padded), rate and
+    decay."""
+    from arithrepro import runner
+    from arithrepro.runs import Placement
+    from arithrepro.stacking import ensembles
+    from arithrepro.tasks.registry import TASKS
+
+    params, task, where = _modular(tmp_path, monkeypatch), TASKS["modular"], Placement("cpu", "fp32", False)
+    runs = _fused_runs(params)
+    assert len({r.config.name for r in runs}) == 4 and len(runs) == 6
+    assert ensembles([runner.build(task, r, params, where) for r in runs]) == [list(range(6))]
+    for folder in ("alone", "fused"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path / "alone")
+    alone = [runner.train(task, [r], params, where)[0] for r in runs]
+    monkeypatch.chdir(tmp_path / "fused")
+    fused = runner.train(task, runs, params, where)
+    for run, a, b in zip(runs, alone, fused):
+        assert b["trained_with"] == 6 and (b["model"], b["size"], b["seed"]) == (a["model"], a["size"], a["seed"])
+        assert b["best_val_loss"] == pytest.approx(a["best_val_loss"], rel=1e-4)
+        mine = torch.load(tmp_path / "fused" / run.files.model, weights_only=False)["state_dict"]
+        theirs = torch.load(tmp_path / "alone" / run.files.model, weights_only=False)["state_dict"]
+        for k, v in theirs.items():
+            torch.testing.assert_close(mine[k], v, rtol=1e-4, atol=1e-5, msg=lambda m: f"{run.name} {k}: {m}")
+        ra, rb = (json.loads((tmp_path / f / run.files.record).read_text()) for f in ("alone", "fused"))
+        assert rb["val_acc_last"] == ra["val_acc_last"] and rb["r_train"] == ra["r_train"]
+        assert rb["weight_decay"] == ra["weight_decay"]
+        rates = [(tmp_path / f / run.files.live / "plots/metrics/train/lr.tsv").read_text()
+                 for f in ("alone", "fused")]
+        assert rates[0] == rates[1]
+
+
+def test_a_fused_copy_at_anothers_rate_is_not_its_run(tmp_path, monkeypatch):
+    """The comparison above can fail: the same copies stepped at the first copy's rate end
+    elsewhere than the runs at their own."""
+    from dataclasses import replace
+
+    from arithrepro import runner
+    from arithrepro.runs import Placement
+    from arithrepro.stacking import stacked
+    from arithrepro.tasks.registry import TASKS
+    from arithrepro.train.loop import fit
+
+    params, task, where = _modular(tmp_path, monkeypatch), TASKS["modular"], Placement("cpu", "fp32", False)
+    runs = [r for r in _fused_runs(params) if r.config.group == "regularization"]
+    builts = [runner.build(task, r, params, where) for r in runs]
+    alone = runner.build(task, runs[1], params, where)
+    fit(alone.net, alone.data.batches, alone.data.valid, alone.cfg, tmp_path / "a.pt", "a",
+        progress=False)
+    net, batches = stacked(builts)
+    fit(net, batches, [b.data.valid for b in builts],
+        [builts[0].cfg, replace(builts[1].cfg, lr=builts[1].cfg.lr / 3)],
+        tmp_path / "b.pt", "b", progress=False)
+    gap = max(float((net.state_of(1)[n] - p.detach()).abs().max()) for n, p in alone.net.named_parameters())
+    assert gap > 1e-4
 
 
 # --- the fused recurrences' ensemble form ------------------------------------------------------
@@ -482,3 +574,12 @@ def test_gradient_clipping_is_per_copy_as_each_standalone_run_clips(name):
         stacked = {n: p.grad[e] for n, p in zip(ens.names, ens.stacked)}
         for n, p in model.named_parameters():
             torch.testing.assert_close(stacked[n], p.grad, rtol=1e-4, atol=1e-6, msg=n)
+
+
+def test_copies_that_differ_in_more_than_rate_decay_and_seed_are_refused_naming_it():
+    from arithrepro.train.config import TrainConfig, shared
+
+    a = TrainConfig(lr=1e-3, seed=0, weight_decay=0.1)
+    assert shared([a, replace(a, lr=3e-3, seed=1, weight_decay=0.0)]) is a
+    with pytest.raises(ValueError, match=r"copy 1: .* in grad_clip; copies may differ in seed, lr, weight_decay only"):
+        shared([a, replace(a, grad_clip=1.0)])

@@ -197,6 +197,20 @@ def test_ensembles_are_timed_together_and_packed_into_the_slots(tmp_path, monkey
     assert made["wall_s"]["smoke"] == pytest.approx(estimate.makespan(jobs, 4))
 
 
+def test_configurations_that_differ_in_rate_decay_or_data_are_timed_as_one_job(tmp_path):
+    """The smoke profile's lstm-std at its sanity, data (two r_train) and regularization (two
+    weight decays) settings is one ensemble of five; gpt-sin's sizes and batch sizes are not."""
+    out = tmp_path / "estimate.json"
+    result = CliRunner().invoke(estimate_command, [
+        "--conf", str(ROOT / "conf"), "--profile", "smoke", "--task", "modular", "--steps", "1",
+        "--warmup", "1", "--ensemble", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = {r["label"]: r for r in json.loads(out.read_text())["profiles"]["smoke"]}
+    assert (rows["lstm-std-sanity (+4 trained with it)"]["members"], rows["lstm-std-sanity (+4 trained with it)"]["jobs"]) == (5, 1)
+    assert rows["gpt-sin-size.L1d8"]["members"] == rows["gpt-sin-compute.B8"]["members"] == 1
+    assert not any(label.startswith("lstm-std-data") for label in rows)
+
+
 def test_the_static_steps_keys_are_walked_without_training_or_drawing(smoke_params):
     """The paper profile's looped encoder draws its loop count on the host: each count is a
     graph of its own, every one of them met early in the run; the standard one has one."""

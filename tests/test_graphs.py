@@ -70,16 +70,20 @@ def test_the_static_step_trains_to_the_eager_steps_weights(tmp_path, name, optim
         torch.testing.assert_close(static[n], p, rtol=1e-4, atol=1e-5, msg=lambda m: f"{n}: {m}")
 
 
-def test_an_ensembles_static_step_trains_each_copy_as_alone(tmp_path):
-    cfg = _cfg(graphs=True)
-    sources = [helpers.sources(replace(cfg, seed=s), 20, 1) for s in range(2)]
+@pytest.mark.parametrize("optimizer", ["lamb", "adamw"])
+@pytest.mark.parametrize("own", [False, True])
+def test_an_ensembles_static_step_trains_each_copy_as_alone(tmp_path, optimizer, own):
+    """own: the copies at their own rates and weight decays (fused configurations)."""
+    cfgs = [_cfg(graphs=True, optimizer=optimizer, seed=s, weight_decay=0.05 * s * own,
+                 lr=3e-3 / (1 + s * own)) for s in range(2)]
+    sources = [helpers.sources(c, 20, 1) for c in cfgs]
     ens = Ensemble([helpers.build("gpt", seed=s) for s in range(2)])
-    fit(ens, CopiesBatches([b for b, _ in sources], {"x": helpers.PAD}), sources[0][1], cfg,
+    fit(ens, CopiesBatches([b for b, _ in sources], {"x": helpers.PAD}), sources[0][1], cfgs,
         tmp_path / "e.pt", "fp", spec=MODELS["gpt"], progress=False)
-    for s in range(2):
+    for s, cfg in enumerate(cfgs):
         model = helpers.build("gpt", seed=s)
-        fit(model, *helpers.sources(replace(cfg, seed=s, graphs=False), 20, 1),
-            replace(cfg, seed=s, graphs=False), tmp_path / f"{s}.pt", "fp", spec=MODELS["gpt"],
+        fit(model, *helpers.sources(replace(cfg, graphs=False), 20, 1),
+            replace(cfg, graphs=False), tmp_path / f"{s}.pt", "fp", spec=MODELS["gpt"],
             progress=False)
         for n, p in model.named_parameters():
             torch.testing.assert_close(ens.state_of(s)[n], p.detach(), rtol=1e-4, atol=1e-5)
@@ -171,3 +175,23 @@ def test_the_static_step_gives_the_model_back_skipping_padding(tmp_path):
     fit(model, *helpers.sources(cfg, 20, 1), cfg, tmp_path / "c.pt", "fp", spec=MODELS["lstm"],
         progress=False)
     assert model.core.skip_padding and "skip_padding" not in vars(model.core)
+
+
+@pytest.mark.parametrize("optimizer", ["lamb", "adamw", "adam"])
+def test_copies_own_rates_make_their_state_before_a_capture_moving_nothing(optimizer):
+    """The per-copy optimizers (arithrepro/optim.py) under init_optimizer_state: state made,
+    zeroed, the weights untouched."""
+    from arithrepro.train.graphs import init_optimizer_state
+    from arithrepro.train.parts import make_optimizer
+
+    ens = Ensemble([helpers.build("gpt", seed=s) for s in range(2)])
+    cfgs = [_cfg(optimizer=optimizer, seed=s, weight_decay=0.1 * (s + 1), lr=1e-3 * (s + 1))
+            for s in range(2)]
+    opt = make_optimizer(ens, cfgs[0], cfgs)
+    before = [p.detach().clone() for p in ens.parameters()]
+    init_optimizer_state(opt)
+    for p, b in zip(ens.parameters(), before):
+        assert torch.equal(p, b)
+        st = opt.state[p]
+        assert int(st["step"]) == 0
+        assert all(not v.any() for k, v in st.items() if torch.is_tensor(v) and k != "step")

@@ -126,3 +126,74 @@ def test_capturable_lamb_takes_the_same_steps_reading_nothing_from_the_host(kw):
         p.grad = torch.ones_like(p)
     again.step()
     assert all(again.state[p]["step"] == 5 for p in again.param_groups[0]["params"])
+
+
+def _copies_against_standalone(make_stacked, make_one, lrs, wds, steps=5, factor=lambda s: (s + 1) / 4,
+                               blocks=1):
+    """Per-copy parameters stacked as an ensemble's, stepped by `make_stacked` under a schedule
+    whose base rate is 1, against each copy alone under `make_one(params, lr, wd)` at its own
+    rate: returns the largest difference."""
+    E, g = len(lrs), torch.Generator().manual_seed(3)
+    ones = [[torch.randn(4 * blocks, 3, generator=g, dtype=torch.float64).requires_grad_()
+             for _ in range(2)] for _ in range(E)]
+    stacked = [torch.stack([ones[e][j].detach() for e in range(E)]).requires_grad_() for j in range(2)]
+    opt = make_stacked(stacked)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    alone = [make_one(ones[e], lrs[e], wds[e]) for e in range(E)]
+    scheds = [torch.optim.lr_scheduler.LambdaLR(o, factor) for o in alone]
+    for _ in range(steps):
+        for j in range(2):
+            grad = torch.randn(E, 4 * blocks, 3, generator=g, dtype=torch.float64)
+            stacked[j].grad = grad.clone()
+            for e in range(E):
+                ones[e][j].grad = grad[e].clone()
+        for o in (opt, *alone):
+            o.step()
+        for s in (sched, *scheds):
+            s.step()
+    return max(float((stacked[j][e] - ones[e][j]).abs().max().detach()) for j in range(2) for e in range(E))
+
+
+@pytest.mark.parametrize("decoupled", [True, False])
+@pytest.mark.parametrize("capturable", [False, True])
+def test_each_copy_steps_as_torchs_adam_at_its_own_rate_and_decay(decoupled, capturable):
+    from arithrepro.optim import CopiesAdam
+
+    lrs, wds = [0.01, 0.003, 0.02], [0.0, 0.1, 1.0]
+    kind = torch.optim.AdamW if decoupled else torch.optim.Adam
+    worst = _copies_against_standalone(
+        lambda ps: CopiesAdam(ps, lrs, wds, decoupled=decoupled, betas=(0.9, 0.98), eps=1e-9,
+                              capturable=capturable),
+        lambda ps, lr, wd: kind(ps, lr=lr, weight_decay=wd, betas=(0.9, 0.98), eps=1e-9),
+        lrs, wds)
+    # capturable: float32 step counts on the device, as torch's own capturable Adam keeps them
+    assert worst < (1e-6 if capturable else 1e-12)
+
+
+def test_per_copy_rates_matter():
+    """The comparison above can fail: copies stepped at one shared rate are not the runs at
+    their own."""
+    from arithrepro.optim import CopiesAdam
+
+    worst = _copies_against_standalone(
+        lambda ps: CopiesAdam(ps, [0.01] * 2, [0.1] * 2, decoupled=True),
+        lambda ps, lr, wd: torch.optim.AdamW(ps, lr=lr, weight_decay=wd), [0.01, 0.03], [0.1, 0.1])
+    assert worst > 1e-4
+
+
+@pytest.mark.parametrize("capturable", [False, True])
+@pytest.mark.parametrize("blocks", [1, 4])
+def test_each_copy_steps_as_lamb_at_its_own_rate_and_decay(capturable, blocks):
+    """LAMB's trust ratios stay per copy (and per gate block within one) while each copy takes
+    its own rate and decay."""
+    lrs, wds = [0.01, 0.003], [0.0, 0.1]
+
+    def stacked(ps):
+        return ForeachLamb(ps, lr=torch.tensor(1.0, dtype=torch.float64) if capturable else 1.0,
+                           capturable=capturable, copies=(lrs, wds),
+                           blocks={p: 2 * blocks for p in ps})
+
+    def one(ps, lr, wd):
+        return ForeachLamb(ps, lr=lr, weight_decay=wd, blocks={p: blocks for p in ps})
+
+    assert _copies_against_standalone(stacked, one, lrs, wds, blocks=blocks) < 1e-12

@@ -397,7 +397,7 @@ def test_added_seeds_train_as_one_ensemble_and_dvc_records_them(sampled_run, clo
     cells = ["train-charlm@gru-s16-1", "train-charlm@gru-s16-2"]
     out = sh(["arithrepro", "repro", "--ensemble", "--jobs", "1", *cells], clone)
     assert "start train-charlm@gru-s16-1 (+1 as one ensemble)" in out, out
-    assert "2 runs as one ensemble" in out
+    assert "one of 2 runs in an ensemble" in out
     for seed in (1, 2):
         record = json.loads((clone / "runs" / "charlm" / f"gru-s16-{seed}" / "train.json").read_text())
         assert record["trained_with"] == 2 and record["seed"] == seed

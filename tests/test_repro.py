@@ -78,29 +78,36 @@ def test_pull_with_ensemble_is_refused_in_one_line():
 
 def test_pending_seeds_of_one_configuration_train_as_one_ensemble_then_are_committed():
     stages = ["gen", "train-x@m-s-0", "train-x@m-s-1", "train-x@m-s-2", "train-x@m-t-0",
-              "train-y@m-s-1", "eval@m-s-1"]
+              "train-y@m-s-1", "train-x@m-r-0", "eval@m-s-1"]
     upstream = {s: {"gen"} for s in stages[1:]} | {"gen": set(), "eval@m-s-1": {"train-x@m-s-1"}}
     from arithrepro.runs import Config
 
+    # t: another width; r: s at another rate and data fraction (its free setting)
+    widths, rates, fractions = {"t": 16}, {"r": 0.01}, {"r": 0.3}
+
     def cell(stage):   # train-<task>@<model>-<size>-<seed>
         model, size, seed = stage.split("@")[1].split("-")
-        config = Config(stage[6], model, size, (int(seed),), stage=stage.split("@")[0],
-                        item=(model, size))
+        config = Config(stage[6], model, size, (int(seed),),
+                        architecture={"width": widths.get(size, 8)},
+                        loop={"lr": rates.get(size, 0.001)},
+                        settings={"r_train": fractions.get(size, 0.5)}, free=("r_train",),
+                        stage=stage.split("@")[0], item=(model, size))
         return config.runs[0]
 
-    cells = {s: cell(s) for s in stages[1:6]}
+    cells = {s: cell(s) for s in stages[1:7]}
     assert all(run.cell == s for s, run in cells.items())
     pending = set(stages) - {"gen", "train-x@m-s-0"}   # seed 0 is trained already
     jobs = order_jobs(stages, upstream, pending, cells)
     by_first = {j.stages[0]: j for j in jobs}
     ensemble = by_first["train-x@m-s-1"]
-    assert ensemble.stages == ["train-x@m-s-1", "train-x@m-s-2"]
-    # a job is a view of its configuration: the runs of its cells, one configuration's seeds
-    assert [r.seed for r in ensemble.runs] == [1, 2] and ensemble.config.name == "m-s"
-    assert by_first["eval@m-s-1"].config is None and by_first["train-x@m-t-0"].config.name == "m-t"
-    assert ensemble.argv == [["arithrepro", "train", "--task", "x", "m-s-1", "m-s-2"],
+    assert ensemble.stages == ["train-x@m-s-1", "train-x@m-s-2", "train-x@m-r-0"]
+    # a job is a view of configurations: the runs of its cells, the seeds of m-s and of m-r,
+    # which differs from it in its rate and its free setting alone
+    assert [(r.config.name, r.seed) for r in ensemble.runs] == [("m-s", 1), ("m-s", 2), ("m-r", 0)]
+    assert by_first["eval@m-s-1"].runs == () and by_first["train-x@m-t-0"].runs[0].config.name == "m-t"
+    assert ensemble.argv == [["arithrepro", "train", "--task", "x", "m-s-1", "m-s-2", "m-r-0"],
                              ["dvc", "--wait-for-lock", "commit", "--force",
-                              "train-x@m-s-1", "train-x@m-s-2"]]
+                              "train-x@m-s-1", "train-x@m-s-2", "train-x@m-r-0"]]
     # another configuration, another task: alone, through DVC
     assert by_first["train-x@m-t-0"].argv[0][2] == "repro"
     assert by_first["train-y@m-s-1"].stages == ["train-y@m-s-1"]

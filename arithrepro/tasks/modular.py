@@ -17,7 +17,7 @@ from arithrepro.schema import ParamsError, choice, integer, list_of
 from arithrepro.tasks.base import Task
 from arithrepro.tasks.declared import Report, Stages, Takes
 from arithrepro.tasks.modular_data import Splits, Vocab
-from arithrepro.tasks.modular_params import (BASE, OWN_MODELS, STUDIES, SWEEPS, _model_names,
+from arithrepro.tasks.modular_params import (BASE, FREE, OWN_MODELS, STUDIES, SWEEPS, _model_names,
                                              _study_schema, label)
 from arithrepro.tasks.modular_stages import stages
 from arithrepro.train.batches import EpochBatches
@@ -139,7 +139,7 @@ class ModularTask(Task):
         swept = dict(zip(SWEEPS[study], values))
         return Config("modular", model, label(study, swept), seeds, arch, loop, c, group=study,
                       key=(study, model, tuple(values)), stage=f"train-modular-{study}",
-                      item=(model, *values))
+                      item=(model, *values), free=FREE)
 
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
         """The study's splits, made in memory (a trial's are the run's own); the loop validates

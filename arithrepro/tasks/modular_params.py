@@ -13,6 +13,10 @@ STUDIES = ("sanity", "data", "orders", "size", "compute", "regularization")
 # study sweeps these and no others (any key may be set).
 SWEEPS = {"sanity": (), "data": ("r_train",), "orders": (), "size": ("layers", "d_model"),
           "compute": ("batch_size",), "regularization": ("weight_decay",)}
+# The keys whose values change no step's shape: configurations that differ in these alone
+# (a data study's r_train, a regularization study's weight decay, a rate) train as one ensemble
+# where repro ensembles (on a GPU); a training set smaller than a batch pads its rows.
+FREE = ("r_train", "lr", "weight_decay")
 # How a swept key reads in a cell's name: data.r0.3, size.L2d128, compute.B64, ...
 ABBREV = {"r_train": "r", "layers": "L", "d_model": "d", "heads": "h", "batch_size": "B",
           "weight_decay": "wd", "lr": "lr", "warmup_frac": "wu", "schedule": "sched",

@@ -42,6 +42,7 @@ class StreamBatches:
 
     def __init__(self, sample, batch_size: int, steps: int, seed: int):
         self.sample, self.batch_size, self.steps, self.seed = sample, batch_size, steps, seed
+        self.per_epoch = steps
 
     def epoch(self, step: int) -> int:
         return 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+
+from arithrepro.runs import PER_COPY
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,20 @@ class TrainConfig:
     graphs: bool = False        # every step at a static shape, reading nothing from the device
                                 # (Step); on a GPU each shape's whole step is captured once as a
                                 # CUDA graph and replayed
+
+
+
+
+def shared(cfgs: list[TrainConfig]) -> TrainConfig:
+    """The settings copies trained as one ensemble share (the first's, with its own per-copy
+    values); ValueError where they differ in anything but PER_COPY."""
+    first = asdict(cfgs[0])
+    for i, cfg in enumerate(cfgs[1:], 1):
+        differ = [k for k, v in asdict(cfg).items() if k not in PER_COPY and v != first[k]]
+        if differ:
+            raise ValueError(f"copy {i}: its training settings differ from copy 0's in "
+                             f"{', '.join(differ)}; copies may differ in {', '.join(PER_COPY)} only")
+    return cfgs[0]
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> float:

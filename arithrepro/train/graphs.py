@@ -46,7 +46,7 @@ class StaticStep:
         if isinstance(template, hooks.SharedDraw) and template.training:
             kw["drawn"] = template.shared_draw(x[0])
         # the rate on the host, as the schedule sets it (a GPU's is a tensor on the device)
-        lr = cfg.lr * p.factor(p.sched.last_epoch)
+        lr = p.rate()
         if self.device.type == "cuda":
             loss = self._replay(x, y, mask, count, kw)
         else:

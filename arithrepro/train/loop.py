@@ -4,7 +4,8 @@ What it takes:
 - `batches`: EpochBatches or StreamBatches (train/batches.py), or an Ensemble's CopiesBatches;
 - `valid`: the fixed validation set as (make_batch, n), or a function model -> {"val_loss":
   ..., any other numbers} that evaluates whatever the task tracks (all of it lands in
-  val_curve); for an Ensemble, one shared or a list with one per copy (`series` likewise);
+  val_curve); for an Ensemble, one shared or a list with one per copy (`series` likewise, and
+  `cfg`, whose copies may differ in runs.PER_COPY: seed, learning rate, weight decay);
 - `spec`: the model's registry entry (models/registry.py), what the loop reads of the model
   (causal, prunes_outputs, eager); None: a causal model that compiles and computes every
   position;
@@ -33,14 +34,14 @@ from pathlib import Path
 import torch
 
 from arithrepro.checkpoint import Checkpoint
-from arithrepro.train.config import TrainConfig
+from arithrepro.train.config import TrainConfig, shared
 from arithrepro.train.ensembles import ensemble_of
 from arithrepro.train.parts import Parts
 from arithrepro.train.step import Step
 from arithrepro.train.track import Tracker
 
 
-def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: str, *,
+def fit(model, batches, valid, cfg: TrainConfig | list, checkpoint: Path, fingerprint: str, *,
         spec=None, progress: bool = True, series=None, observers: tuple = ()):
     """Train `model` in place on `batches` (EpochBatches, StreamBatches, or an ensemble's
     CopiesBatches) and restore its best-validation state (cfg.restore_best); returns
@@ -48,7 +49,9 @@ def fit(model, batches, valid, cfg: TrainConfig, checkpoint: Path, fingerprint: 
     an Ensemble a list of those (the module's docstring says the rest)."""
     total, (rank, world) = batches.steps, _world()
     ens = ensemble_of(model)
-    parts = Parts.of(model, cfg, total, world, spec)
+    copies = ens.per_copy(cfg, "cfg")
+    cfg = shared(copies)
+    parts = Parts.of(model, cfg, total, world, spec, copies)
     step = Step(parts, cfg, rank, world, spec)
     track = Tracker(ens, cfg, total, valid, series, observers, rank, world, progress)
     ck = Checkpoint(checkpoint, fingerprint, rank)

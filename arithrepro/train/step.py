@@ -1,6 +1,7 @@
 """One optimizer step on a global, copy-stacked batch. `Step` checks the modes once and makes
 the eager step (this module) or the static one (graphs.py). Either returns the per-copy loss
-(E,), on the device, and the learning rate it stepped with."""
+(E,), on the device, and the learning rate it stepped with (one per copy where theirs
+differ)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ class EagerStep:
                 # the copies' losses summed: each copy's weights get its own loss's gradient
                 p.scaler.scale(part.sum()).backward()
             loss = loss + part.detach()
-        lr = p.opt.param_groups[0]["lr"]
+        lr = p.rate()
         if cfg.grad_clip:
             p.scaler.unscale_(p.opt)
             self.ens.clip(cfg.grad_clip)

@@ -27,6 +27,12 @@ class State:
     failed: str = ""  # why this copy stopped (a non-finite loss); the others go on
 
 
+def of_copy(row: dict, e: int) -> dict:
+    """Copy e's row: a field given per copy (a list: the copies' own rates, or epochs where
+    their data differ in size) as copy e's value."""
+    return {k: v[e] if isinstance(v, list) else v for k, v in row.items()}
+
+
 class Losses:
     """The steps whose loss is still on the device, read back in one transfer now and then
     rather than every step (under DDP, each rank's share averaged). A step's loss is a scalar,
@@ -51,7 +57,8 @@ class Losses:
             torch.distributed.all_reduce(losses)
             losses /= self.world
         values = losses.reshape(len(self.rows), copies).cpu().tolist()
-        out = [[{**row, "loss": v[e]} for row, v in zip(self.rows, values)] for e in range(copies)]
+        out = [[{**of_copy(row, e), "loss": v[e]} for row, v in zip(self.rows, values)]
+               for e in range(copies)]
         self.rows, self.values = [], []
         return out
 
@@ -111,8 +118,10 @@ class Tracker:
         for st, r in zip(self.states, rows):
             st.train_curve.extend(r)
 
-    def validate(self, epoch: int) -> None:
-        rows = [None if self.states[e].failed else self._validate(e, epoch)
+    def validate(self, epoch) -> None:
+        """Score every running copy; `epoch`, one or a list of one per copy."""
+        rows = [None if self.states[e].failed
+                else self._validate(e, epoch[e] if isinstance(epoch, list) else epoch)
                 for e in self.copies]
         self.tell("val", rows)
 
