@@ -91,38 +91,27 @@ SETTLE_STEPS = 400
 
 def graph_keys(model, cfg, batches, steps: int) -> list[int]:
     """The steps at which the static step (train/graphs.py) meets a key it has not captured yet
-    (the batch's shape after its padding, and what the step draws on the host: a progressive
-    loss's exit depth, a looped encoder's loop count), over the first `steps` steps. Trains
-    nothing; torch's random state is left as it was."""
-    from arithrepro.models import hooks
-    from arithrepro.models.lm import LanguageModel
-    from arithrepro.stacking import Ensemble
+    (StaticBatch.key: the batch's shape after its padding, and what the step draws on the host:
+    a progressive loss's exit depth, a looped encoder's loop count), over the first `steps`
+    steps. Trains nothing; torch's random state is left as it was."""
+    from arithrepro.train.ensembles import ensemble_of
+    from arithrepro.train.graphs import StaticBatch
 
-    stacked = isinstance(model, Ensemble)
-    net = model.template if stacked else model
-    recurrences = net.recurrences if cfg.progressive else 0
-    wide = isinstance(net, LanguageModel)   # only a language model's columns are padded
-    state, mode = torch.random.get_rng_state(), net.training
-    net.train()
-    seen, first, rows, cols = set(), [], 0, 0
+    ens = ensemble_of(model)
+    static = StaticBatch(ens.template, cfg)
+    state, mode = torch.random.get_rng_state(), ens.template.training
+    ens.template.train()
+    seen, first = set(), []
     try:
         for step in range(min(steps, batches.steps)):
-            x, _, mask = batches(step)
-            if stacked:
-                x, mask = x[0], mask[0]
-            rows, cols = max(rows, mask.shape[0]), max(cols, mask.shape[1]) if wide else mask.shape[1]
-            kw = {}
-            if recurrences and not cfg.outputs_from:
-                kw["exit_at"] = int(torch.randint(1, recurrences + 1, ()))
-            if isinstance(net, hooks.SharedDraw):
-                kw.update(net.shared_draw(x))
-            key = (rows, cols, tuple(x.shape[2:]), tuple(sorted(kw.items())))
+            x, _, _, kw = static(*ens.stack(*batches(step)))
+            key = static.key(x, kw)
             if key not in seen:
                 seen.add(key)
                 first.append(step)
     finally:
         torch.random.set_rng_state(state)
-        net.train(mode)
+        ens.template.train(mode)
     return first
 
 

@@ -113,7 +113,7 @@ def test_the_static_step_reads_nothing_from_the_device(name):
         model.extra_loops = 2
     parts = Parts.of(model, cfg, 10, 1, MODELS[name])
     step = Step(parts, cfg, 0, 1, MODELS[name])
-    x, y, mask = step._pad(*ensemble_of(model).stack(*_tiny_batch(name)))
+    x, y, mask = step.batch._pad(*ensemble_of(model).stack(*_tiny_batch(name)))
     kw = {"exit_at": 1} if progressive else {}
     if name == "looped":
         kw["drawn"] = {"loops": 7}

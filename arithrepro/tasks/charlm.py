@@ -113,9 +113,10 @@ class CharLMTask(Task):
                                   f"than {c.name}'s block of {block}")
 
     def dims(self, values: dict) -> dict:
-        """values: {vocab_size: the corpus's, seq_length: the run's}."""
-        return {"vocab_size": values["vocab_size"], "max_len": values["seq_length"],
-                "pad_id": -1}  # no padding
+        """values: {seq_length: the run's, and vocab_size: the corpus's where it is known (a
+        configuration's comes with its data: `data`)}."""
+        return {"max_len": values["seq_length"], "pad_id": -1,   # no padding
+                **({"vocab_size": values["vocab_size"]} if "vocab_size" in values else {})}
 
     def listed(self, params: dict) -> list[tuple[tuple, tuple]]:
         """models x schedules, in dvc.yaml's order (train-charlm); a configuration's label is
@@ -131,7 +132,7 @@ class CharLMTask(Task):
         arch = dict(m["architectures"][name])
         model = arch.pop("model")
         sched, t = m["schedule"][schedule], m["train"]
-        dims = {"max_len": sched["seq_length"], "pad_id": -1}   # no padding
+        dims = self.dims(sched)
         loop = dict(lr=float(t["lr"]), optimizer="adam", schedule="constant", warmup_frac=0.0,
                     val_every=t["eval_every"], checkpoint_every=t["checkpoint_every"],
                     validate_epochs=False, restore_best=False, eval_batch_size=256)

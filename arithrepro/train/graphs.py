@@ -21,15 +21,58 @@ from arithrepro.train.losses import masked_loss, scored
 from arithrepro.train.parts import Parts
 
 
-class StaticStep:
-    def __init__(self, parts: Parts, cfg: TrainConfig, ens):
-        self.parts, self.cfg, self.ens, self.device = parts, cfg, ens, parts.device
-        template = ens.template
+class StaticBatch:
+    """A batch as the static step runs it: padded to the largest shape seen so far (extra rows
+    unscored, a language model's extra columns its padding token, unscored), with what the step
+    draws on the host before it (a progressive loss's exit depth, a looped encoder's extra
+    loops), in the order the eager step draws them. `key` names the graph that runs it."""
+
+    def __init__(self, template, cfg: TrainConfig):
+        self.template, self.outputs_from = template, cfg.outputs_from
         self.recurrences = template.recurrences if cfg.progressive else 0
-        self.restore = hooks.every_row(template)
         # only a causal language model takes extra columns (its padding token)
         self.pad_id = template.pad_id if isinstance(template, LanguageModel) else None
         self.shape = (0, 0)
+
+    def __call__(self, x, y, mask) -> tuple:
+        """Copy-stacked (x, y, mask) -> (x, y, mask, the drawn arguments), padded."""
+        x, y, mask = self._pad(x, y, mask)
+        kw = {}
+        if self.recurrences and not self.outputs_from:  # as losses.outputs draws it
+            kw["exit_at"] = int(torch.randint(1, self.recurrences + 1, ()))
+        if isinstance(self.template, hooks.SharedDraw) and self.template.training:
+            kw["drawn"] = self.template.shared_draw(x[0])
+        return x, y, mask, kw
+
+    @staticmethod
+    def key(x, kw: dict) -> tuple:
+        """What one captured graph runs: the padded shape and the host's draws."""
+        return tuple(x.shape), repr(sorted(kw.items()))
+
+    def _pad(self, x, y, mask):
+        B, T = mask.shape[1], mask.shape[2]
+        wide = self.pad_id is not None
+        self.shape = (max(self.shape[0], B), max(self.shape[1], T) if wide else T)
+        rows, cols = self.shape
+        if (rows, cols) == (B, T):
+            return x, y, mask
+        fill = self.pad_id if wide else 0
+        out = []
+        for t, value in ((x, fill), (y, 0), (mask, False)):
+            shape = list(t.shape)
+            shape[1], shape[2] = rows, cols
+            padded = t.new_full(shape, value)
+            padded[:, :B, :T] = t
+            out.append(padded)
+        return tuple(out)
+
+
+class StaticStep:
+    def __init__(self, parts: Parts, cfg: TrainConfig, ens):
+        self.parts, self.cfg, self.ens, self.device = parts, cfg, ens, parts.device
+        self.recurrences = ens.template.recurrences if cfg.progressive else 0
+        self.restore = hooks.every_row(ens.template)
+        self.batch = StaticBatch(ens.template, cfg)
         self.graphs, self.pool, self.ready = {}, None, False
 
     def close(self) -> None:
@@ -37,14 +80,9 @@ class StaticStep:
         hooks.restore(self.restore)
 
     def __call__(self, x, y, mask):
-        p, cfg, template = self.parts, self.cfg, self.ens.template
-        x, y, mask = self._pad(x, y, mask)
-        count = scored(mask, cfg.outputs_from)
-        kw = {}
-        if self.recurrences and not cfg.outputs_from:  # as losses.outputs draws it
-            kw["exit_at"] = int(torch.randint(1, self.recurrences + 1, ()))
-        if isinstance(template, hooks.SharedDraw) and template.training:
-            kw["drawn"] = template.shared_draw(x[0])
+        p = self.parts
+        x, y, mask, kw = self.batch(x, y, mask)
+        count = scored(mask, self.cfg.outputs_from)
         # the rate on the host, as the schedule sets it (a GPU's is a tensor on the device)
         lr = p.rate()
         if self.device.type == "cuda":
@@ -70,27 +108,8 @@ class StaticStep:
         self.parts.opt.step()
         return loss.detach()
 
-    def _pad(self, x, y, mask):
-        """The batch at the largest shape seen so far: extra rows unscored (a language model's
-        all padding), extra columns (a language model's) its padding token, unscored."""
-        B, T = mask.shape[1], mask.shape[2]
-        wide = self.pad_id is not None
-        self.shape = (max(self.shape[0], B), max(self.shape[1], T) if wide else T)
-        rows, cols = self.shape
-        if (rows, cols) == (B, T):
-            return x, y, mask
-        fill = self.pad_id if wide else 0
-        out = []
-        for t, value in ((x, fill), (y, 0), (mask, False)):
-            shape = list(t.shape)
-            shape[1], shape[2] = rows, cols
-            padded = t.new_full(shape, value)
-            padded[:, :B, :T] = t
-            out.append(padded)
-        return tuple(out)
-
     def _replay(self, x, y, mask, count, kw) -> torch.Tensor:
-        key = (tuple(x.shape), repr(sorted(kw.items())))
+        key = self.batch.key(x, kw)
         if key not in self.graphs:
             self.graphs[key] = self._capture(x, y, mask, count, kw)
         inputs, graph, loss = self.graphs[key]
