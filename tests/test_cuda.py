@@ -128,8 +128,10 @@ def test_fused_recurrence_on_cuda_equals_the_per_op_path(name):
         torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-10)
 
 
-def _cuda_fit(name, graphs, tmp_path, optimizer="lamb", copies=0):
-    """fit on the tiny expr splits moved to the GPU, dropout off; an ensemble of `copies`."""
+def _cuda_fit(name, graphs, tmp_path, optimizer="lamb", copies=0, own=False, seed=0):
+    """fit on the tiny expr splits moved to the GPU, dropout off; an ensemble of `copies`
+    (own: each copy at its own rate and weight decay, as `_rates` gives them); one model at
+    `seed`'s."""
     from dataclasses import replace
 
     from arithrepro.stacking import CopiesBatches, Ensemble
@@ -140,6 +142,7 @@ def _cuda_fit(name, graphs, tmp_path, optimizer="lamb", copies=0):
 
     cfg = TrainConfig(lr=3e-3, seed=0, optimizer=optimizer, val_every=3, checkpoint_every=100,
                       validate_epochs=False, graphs=graphs)
+    cfgs = [replace(cfg, seed=s, **(_rates(s) if own else {})) for s in range(max(copies, 1))]
 
     def on_gpu(source):
         batches, valid = source
@@ -149,16 +152,22 @@ def _cuda_fit(name, graphs, tmp_path, optimizer="lamb", copies=0):
         return batches, ((lambda idx: tuple(t.cuda() for t in make_valid(idx))), n)
 
     if copies:
-        sources = [on_gpu(helpers.sources(replace(cfg, seed=s), 20, 2)) for s in range(copies)]
+        sources = [on_gpu(helpers.sources(c, 20, 2)) for c in cfgs]
         net = Ensemble([helpers.build(name, seed=s).cuda() for s in range(copies)])
         batches = CopiesBatches([b for b, _ in sources], {"x": helpers.PAD})
         valid = sources[0][1]
     else:
-        net = helpers.build(name).cuda()
+        cfg = replace(cfg, seed=seed, **(_rates(seed) if own else {}))
+        net = helpers.build(name, seed=seed).cuda()
         batches, valid = on_gpu(helpers.sources(cfg, 20, 2))
-    fit(net, batches, valid, cfg, tmp_path / f"{name}-{graphs}-{copies}.pt", "fp",
-        spec=MODELS[name], progress=False)
+    fit(net, batches, valid, cfgs if copies else cfg,
+        tmp_path / f"{name}-{graphs}-{copies}-{seed}.pt", "fp", spec=MODELS[name], progress=False)
     return net
+
+
+def _rates(seed: int) -> dict:
+    """Copy `seed`'s own rate and weight decay (configurations fused into one ensemble)."""
+    return {"lr": 3e-3 / (1 + seed), "weight_decay": 0.05 * seed}
 
 
 @pytest.mark.parametrize("optimizer", ["lamb", "adamw"])
@@ -176,3 +185,15 @@ def test_a_captured_ensemble_trains_as_the_eager_one(tmp_path):
     graphed = _cuda_fit("gpt", True, tmp_path, copies=3)
     for p, q in zip(eager.stacked, graphed.stacked):
         torch.testing.assert_close(q, p, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("optimizer", ["lamb", "adamw"])
+def test_a_captured_fused_ensemble_trains_each_copy_as_its_run(tmp_path, optimizer):
+    """Copies at their own rates and decays, every step a replay: each copy within the stated
+    GPU tolerance (rtol 1e-3, atol 1e-4) of its standalone eager run."""
+    graphed = _cuda_fit("gpt", True, tmp_path, optimizer, copies=3, own=True)
+    for s in range(3):
+        alone = _cuda_fit("gpt", False, tmp_path, optimizer, own=True, seed=s)
+        for n, p in alone.named_parameters():
+            torch.testing.assert_close(graphed.state_of(s)[n], p.detach(), rtol=1e-3, atol=1e-4,
+                                       msg=lambda m: f"copy {s} {n}: {m}")

@@ -346,3 +346,19 @@ def test_the_attention_figure_says_whether_its_sample_was_trained_on(tmp_path, m
     assert titles[1].endswith("a training sample (in the run's training split)")
     assert titles[0].startswith(runs[-1].name)  # the best run's split
     assert (tmp_path / "plots/modular/attention/sample2.png").is_file()
+
+
+def test_the_paper_profiles_data_and_regularization_studies_train_as_one_ensemble_per_model():
+    """Config.ensemble_key at the source's settings: each model's sanity and data
+    configurations (r_train alone differs), with the size study's base-sized one, are one
+    ensemble, the regularization study's weight decays another; other sizes, batch sizes and
+    orders change a step's shapes and stay apart."""
+    p = config.compose(["profile=paper"])
+    groups = {}
+    for c in TASK.configs(p):
+        groups.setdefault(c.ensemble_key, []).append(c)
+    together = sorted(sorted({c.group for c in g}) + [g[0].model] for g in groups.values() if len(g) > 1)
+    assert together == [["data", "sanity", "size", "gpt-sin"], ["data", "sanity", "size", "lstm-std"],
+                        ["regularization", "lstm-std"]]
+    sizes = {len(g) for g in groups.values() if g[0].group == "sanity"}
+    assert sizes == {len(p["modular"]["studies"]["data"]["sweep"]["r_train"]) + 2}
