@@ -5,7 +5,8 @@
 #   bash benchmarks/gpu_checks.sh [OUT_DIR] [PARTS]    PARTS: any of slice,graphs,tests,estimate,compile,ensemble,processes,looped
 # A GPU window runs them in this order: slice,graphs,processes,estimate,tests.
 # `slice` is `make paper-slice`: the paper profile's modular and looped runs, judged into
-# docs/runsets/paper-slice.json (copied to OUT_DIR; commit it where it came back).
+# docs/runsets/paper-slice.json (copied to OUT_DIR; commit it where it came back); SLICE_ARGS adds
+# options (`--jobs 8`: eight training jobs share the GPU).
 # `graphs` times every run shape of the paper profile eager and under `graphs: auto`, and prints
 # eager / auto per shape (benchmarks/graphs_ratio.py; exit 1 where auto is slower).
 # `processes` times the paper profile's small runs as K (PROCESSES, default 2 4 8) processes
@@ -33,7 +34,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())" | tee -a "$out/gpu.txt"
 if [[ $parts == *slice* ]]; then
     start=$SECONDS
-    python3 -m arithrepro.cli paper-slice --yes 2>&1 | tee "$out/slice.log"
+    python3 -m arithrepro.cli paper-slice --yes ${SLICE_ARGS:-} 2>&1 | tee "$out/slice.log"
     echo "slice: $((SECONDS - start)) s" | tee -a "$out/slice.log"
     cp docs/runsets/paper-slice.json "$out/" 2>/dev/null
 fi

@@ -23,9 +23,12 @@ from arithrepro.stages.common import TaskName, done, friendly_errors
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the scratch copy goes (default: the system's temporary folder).")
 @click.option("--keep", is_flag=True, help="Keep the scratch copy (it is kept anyway on failure).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Training jobs at once (repro -j; default: repro's, one per GPU): several "
+                   "small runs share a GPU that one of them leaves mostly idle.")
 @friendly_errors
 def paper_slice(overrides: tuple[str, ...], tasks: tuple[str, ...], profile: str, yes: bool,
-                workdir: Path | None, keep: bool) -> None:
+                workdir: Path | None, keep: bool, jobs: int | None) -> None:
     """Train the paper profile's runs of modular's seven studies and looped's grid in a scratch
     copy of this workspace that shares its DVC cache (`arithrepro repro`: on a GPU, each
     configuration's seeds as one ensemble, CUDA graphs where they win), judge the claims the
@@ -42,5 +45,5 @@ def paper_slice(overrides: tuple[str, ...], tasks: tuple[str, ...], profile: str
     out = Path("docs/runsets/paper-slice.json")
     chosen = list(tasks) or list(slices.DEFAULT_TASKS)
     slices.run(profile, list(overrides) or list(slices.DEFAULT_SET), chosen, Path.cwd(), out,
-               ["--yes"] if yes else [], workdir, keep, echo=lambda line: click.echo(line, err=True))
+               [*(["--yes"] if yes else []), *(["-j", str(jobs)] if jobs else [])], workdir, keep, echo=lambda line: click.echo(line, err=True))
     done(f"paper-slice: {out} <- the {profile} profile's runs of {', '.join(chosen)}")
