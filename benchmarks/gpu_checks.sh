@@ -6,7 +6,7 @@
 # A GPU window runs them in this order: slice,graphs,processes,estimate,tests.
 # `slice` is `make paper-slice`: the paper profile's modular and looped runs, judged into
 # docs/runsets/paper-slice.json (copied to OUT_DIR; commit it where it came back); SLICE_ARGS adds
-# options (`--jobs 8`: eight training jobs share the GPU).
+# options (`--jobs 8`: eight training jobs share the GPU); GRAPHS_ARGS narrows `graphs` (`--task looped`).
 # `graphs` times every run shape of the paper profile eager and under `graphs: auto`, and prints
 # eager / auto per shape (benchmarks/graphs_ratio.py; exit 1 where auto is slower).
 # `processes` times the paper profile's small runs as K (PROCESSES, default 2 4 8) processes
@@ -40,7 +40,7 @@ if [[ $parts == *slice* ]]; then
 fi
 if [[ $parts == *graphs* ]]; then
     for form in false auto; do
-        python3 -m arithrepro.cli estimate --profile paper -S graphs=$form --steps 5 --warmup 3 \
+        python3 -m arithrepro.cli estimate --profile paper -S graphs=$form --steps 5 --warmup 3 ${GRAPHS_ARGS:-} \
             --no-ensemble --json "$out/estimate-graphs-$form.json" 2>&1 | grep -v "^estimate: timing" \
             > "$out/estimate-graphs-$form.log"
     done
