@@ -91,14 +91,26 @@ def present_on_node(text: str) -> dict[str, str | None]:
     return out
 
 
+def build_requires(pyproject: Path = ROOT / "pyproject.toml") -> set[str]:
+    """The canonical names of this package's build back-end ([build-system] requires)."""
+    import tomllib
+
+    requires = tomllib.loads(pyproject.read_text()).get("build-system", {}).get("requires", [])
+    return {canonical(re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0]) for r in requires}
+
+
 def wanted(lock_text: str, present: dict[str, str | None] | None = None) -> dict[str, str]:
     locked = pins(lock_text)
     if not locked:
         raise WheelhouseError(f"{LOCK.name}: no pinned package found")
     owned = node_owned(locked)
     present = present or {}
+    # the editable install builds this package in an isolated environment that sees the
+    # wheelhouse alone, never the node's packages: its back-end travels even where the node has it
+    backend = build_requires()
     return {name: version for name, (version, _) in sorted(locked.items())
-            if name not in owned and not (name in present and present[name] in (None, version))}
+            if name not in owned and (name in backend
+                                      or not (name in present and present[name] in (None, version)))}
 
 
 def _wheel_names(dest: Path) -> dict[str, Path]:

@@ -40,6 +40,14 @@ def test_a_package_the_node_has_stays_out_unless_at_another_version():
     assert "pandas" in wanted
 
 
+def test_the_build_back_end_travels_even_where_the_node_has_it():
+    # the editable install builds in isolation, seeing the wheelhouse and not the node
+    assert wh.build_requires() == {"setuptools"}
+    present = wh.present_on_node("setuptools\nnumpy\n")
+    wanted = wh.wanted(LOCK, present)
+    assert wanted["setuptools"] == wh.pins(LOCK)["setuptools"][0] and "numpy" not in wanted
+
+
 def test_platform_tags_cover_every_glibc_up_to_the_node_and_the_legacy_names():
     tags = wh.platform_tags("x86_64", 28)
     assert tags[0] == "manylinux_2_28_x86_64" and "manylinux_2_29_x86_64" not in tags
