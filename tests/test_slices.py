@@ -92,3 +92,28 @@ def test_the_slices_verdicts_judge_the_paper_claims_on_every_other_page(smoke_fi
     for c in got:
         assert judged[c["id"]]["outcome"] == c["outcome"]
         assert judged[c["id"]]["judged"][0]["where"] == paper.where
+
+
+def test_jobs_reach_repro_and_the_judging_follows_in_the_copy(tmp_path, monkeypatch):
+    import contextlib
+
+    from click.testing import CliRunner
+
+    from arithrepro import crosscheck, slices
+    from arithrepro.stages.paper_slice import paper_slice
+
+    calls = []
+
+    @contextlib.contextmanager
+    def copy(root, workdir, prefix, keep):
+        yield tmp_path
+
+    monkeypatch.setattr(crosscheck, "scratch", copy)
+    monkeypatch.setattr(slices.subprocess, "call", lambda argv, cwd: calls.append((argv, cwd)) or 0)
+    with working_dir(ROOT):
+        result = CliRunner().invoke(paper_slice, ["--yes", "--jobs", "8", "--task", "looped"])
+    assert result.exit_code == 0, result.output
+    (repro, where), (judge, _) = calls
+    assert repro[3:] == ["repro", "--yes", "-j", "8", "evaluate-looped"] and where == tmp_path
+    assert judge[3:5] == ["results", "--slice"] and judge[-2:] == ["--task", "looped"]
+    assert "profile: paper" in (tmp_path / "params.yaml").read_text()
