@@ -3,7 +3,7 @@ enters, from how many others, and how often it climbs back up into a part still 
 on the stack (a part that calls down, then is called again from below before it returns). A
 part is a package (tasks/, train/, models/, ...) or a top-level module (runs.py, runner.py, ...).
 
-    python -m benchmarks.walk --task looped standard-notebook-0     (in a workspace whose
+    python -m benchmarks.walk --task looped standard-notebook-100   (in a workspace whose
                                                                      data stage has run)
 
 Runs `arithrepro train` in this process under a profiler hook that sees every Python call. Only
