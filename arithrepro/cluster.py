@@ -324,6 +324,7 @@ def follow(assignments: list[Assignment], submit, echo=print, at_once: int | Non
             if record:
                 record(live)
         time.sleep(poll_s)
+        _ask_again_where_results_wait(live)
         for t in list(live):
             raw = str(t.job.state or "UNKNOWN")   # SLURM's may carry more: "CANCELLED by 42"
             state = raw if raw in ENDED else raw.split()[0]
@@ -354,6 +355,21 @@ def follow(assignments: list[Assignment], submit, echo=print, at_once: int | Non
             if record:
                 record(live)
     return failed
+
+
+def _ask_again_where_results_wait(live: list[Tracked]) -> None:
+    """Ask the scheduler afresh when a job it last showed running has written its result.
+    submitit asks sacct ever more rarely as jobs age (every 2 s at first, then at half the time
+    since the last submission, up to every 10 minutes), so a finished job would otherwise read
+    as running that long. One forced look per watcher covers all of its jobs."""
+    watchers = {id(w): w for t in live
+                if t.state not in ENDED and t.job.paths.result_pickle.exists()
+                and (w := getattr(t.job, "watcher", None)) is not None}
+    for watcher in watchers.values():
+        try:
+            watcher.update_if_long_enough("force")
+        except NotImplementedError:   # no scheduler behind it (submitit's local executor)
+            pass
 
 
 def _readable(t: Tracked, grace_s: float) -> bool:

@@ -285,6 +285,47 @@ def test_ended_jobs_wait_out_their_grace_side_by_side(tmp_path, monkeypatch):
     assert text.count("done      ") == 3, text
 
 
+class Watcher:
+    """submitit's InfoWatcher as far as follow uses it: states asked of sacct, refreshed only
+    when forced (an aged watcher's next look is minutes away)."""
+
+    def __init__(self):
+        self.forced = 0
+        self.states = {}
+
+    def update_if_long_enough(self, mode):
+        assert mode == "force"
+        self.forced += 1
+        self.states.update(self.pending)
+
+
+class WatchedJob(FakeJob):
+    """Writes its result at the second look; the watcher shows COMPLETED only once forced."""
+
+    watcher = Watcher()
+
+    def __init__(self, tmp: Path):
+        super().__init__(tmp, ok=True, polls=0)
+        self.looks = 0
+        self.watcher.pending = {self.job_id: "COMPLETED"}
+
+    @property
+    def state(self):
+        self.looks += 1
+        if self.looks >= 2:
+            self.paths.result_pickle.touch()
+        return self.watcher.states.get(self.job_id, "RUNNING")
+
+
+def test_a_result_written_makes_follow_ask_the_scheduler_afresh(tmp_path):
+    lines = []
+    job = WatchedJob(tmp_path)
+    failed = cluster.follow([cluster.Assignment(["train-x@c-0"], [])], lambda batch: [job],
+                            lines.append, poll_s=0, grace_s=0)
+    assert failed == [] and job.watcher.forced == 1 and job.looks == 3
+    assert sum("done      train-x@c-0" in line for line in lines) == 1
+
+
 class CancelledJob(FakeJob):
     """A job scancel ended after its own process recorded `error` (None: it had finished)."""
 
