@@ -95,3 +95,28 @@ def slice_study(params: dict, tasks: list[str], target: str) -> dict:
             entry["watched"] = {"seeds": sorted(watched & set(seeds)), "claims": picked(True)}
         out["tasks"][n] = entry
     return out
+
+
+
+def existing(path: Path) -> dict | None:
+    """The slice file already at `path` (None: none there), checked before any work: an
+    unreadable one stops the write, named."""
+    from arithrepro.io import ArtifactError, read_json
+
+    if not path.is_file():
+        return None
+    old = read_json(path, ("profile", "tasks"))
+    if not isinstance(old["tasks"], dict):
+        raise ArtifactError(path, "tasks: expected an object of task -> run set")
+    return old
+
+
+def merged(old: dict | None, new: dict) -> dict:
+    """`new` (slice_study's) over the slice file's `old` content: the tasks it ran replace
+    theirs, and the file's other tasks stay where it holds the same profile, so GPU windows too
+    short for every task add theirs one by one (looped in one, modular in another). A file of
+    another profile is replaced whole."""
+    if old is None or old["profile"] != new["profile"]:
+        return new
+    return {**new, "tasks": {**{t: v for t, v in old["tasks"].items() if t not in new["tasks"]},
+                             **new["tasks"]}}

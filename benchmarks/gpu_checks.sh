@@ -6,7 +6,8 @@
 # A GPU window runs them in this order: slice,graphs,processes,estimate,tests.
 # `slice` is `make paper-slice`: the paper profile's modular and looped runs, judged into
 # docs/runsets/paper-slice.json (copied to OUT_DIR; commit it where it came back); SLICE_ARGS adds
-# options (`--jobs 8`: eight training jobs share the GPU); GRAPHS_ARGS narrows `graphs` (`--task looped`).
+# options (`--task looped`: the slice of looped alone, projected to fit a 15-minute window, while
+# modular's studies take about half an hour; `--jobs 8`); GRAPHS_ARGS narrows `graphs` (`--task looped`).
 # `graphs` times every run shape of the paper profile eager and under `graphs: auto`, and prints
 # eager / auto per shape (benchmarks/graphs_ratio.py; exit 1 where auto is slower).
 # `processes` times the paper profile's small runs as K (PROCESSES, default 2 4 8) processes

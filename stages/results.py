@@ -30,7 +30,8 @@ PUBLISHED = ("results.md", "results.json", "results")
 @click.option("--slice", "slice_path", metavar="FILE",
               help="Only write FILE (docs/runsets/paper-slice.json: a run set other pages read) "
                    "from this workspace's records of the --task tasks under the params' profile "
-                   "(`make paper-slice`; not a stage).")
+                   "(`make paper-slice`; not a stage). Its other tasks stay where it holds the "
+                   "same profile.")
 @click.option("--task", "tasks", multiple=True, metavar="TASK",
               help="With --slice: a task whose records it carries (repeatable).")
 @friendly_errors
@@ -71,7 +72,7 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
         return
     if slice_path or tasks:
         from arithrepro import config, runsets
-        from arithrepro.slices import slice_study
+        from arithrepro.slices import existing, merged, slice_study
         from arithrepro.tasks.registry import TASKS
 
         target = Path(slice_path or "").stem
@@ -82,7 +83,9 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
             raise click.UsageError(f"--task {', '.join(tasks) or '(none)'}: expected some of "
                                    f"{', '.join(TASKS)}")
         params = config.load(params_path)
-        write_json(Path(slice_path), slice_study(params, list(tasks), target))
+        out = Path(slice_path)
+        old = existing(out)   # a broken file stops here, before the judging
+        write_json(out, merged(old, slice_study(params, list(tasks), target)))
         done(f"results: {slice_path} <- the {params['profile']} profile's records of "
              f"{', '.join(tasks)}")
         return

@@ -117,3 +117,46 @@ def test_jobs_reach_repro_and_the_judging_follows_in_the_copy(tmp_path, monkeypa
     assert repro[3:] == ["repro", "--yes", "-j", "8", "evaluate-looped"] and where == tmp_path
     assert judge[3:5] == ["results", "--slice"] and judge[-2:] == ["--task", "looped"]
     assert "profile: paper" in (tmp_path / "params.yaml").read_text()
+
+
+def test_a_slice_keeps_the_other_tasks_of_its_profile_and_replaces_another_profiles(tmp_path):
+    """GPU windows too short for every task add theirs one by one: looped's slice leaves
+    modular's entry of the same profile, and replaces its own."""
+    from arithrepro import slices
+    from arithrepro.io import ArtifactError
+
+    path = tmp_path / "paper-slice.json"
+    assert slices.existing(path) is None
+    old = {"target": "paper-slice", "profile": "paper",
+           "tasks": {"modular": {"runs": 270}, "looped": {"runs": 1}}}
+    path.write_text(json.dumps(old))
+    new = {"target": "paper-slice", "profile": "paper", "tasks": {"looped": {"runs": 6}}}
+    got = slices.merged(slices.existing(path), new)
+    assert got["tasks"] == {"modular": {"runs": 270}, "looped": {"runs": 6}}
+    other = {**new, "profile": "smoke"}
+    assert slices.merged(slices.existing(path), other) == other
+    for text, problem in (("{", "not valid JSON"), ('{"profile": "paper"}', "no key tasks"),
+                          ('{"profile": "paper", "tasks": []}', "tasks: expected an object")):
+        path.write_text(text)
+        with pytest.raises(ArtifactError, match=problem) as err:
+            slices.existing(path)
+        assert str(path) in str(err.value)
+
+
+def test_results_refuses_a_broken_slice_file_in_one_line_before_judging(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from arithrepro import slices
+    from arithrepro.stages.results import results
+
+    def judged(*args):
+        raise AssertionError("judged before the file was checked")
+
+    monkeypatch.setattr(slices, "slice_study", judged)
+    path = tmp_path / "paper-slice.json"
+    path.write_text("{")
+    with working_dir(ROOT):
+        result = CliRunner().invoke(results, ["--slice", str(path), "--task", "looped"])
+    assert result.exit_code == 1, result.output
+    assert str(path) in result.output and "not valid JSON" in result.output
+    assert path.read_text() == "{"
