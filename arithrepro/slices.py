@@ -97,7 +97,6 @@ def slice_study(params: dict, tasks: list[str], target: str) -> dict:
     return out
 
 
-
 def existing(path: Path) -> dict | None:
     """The slice file already at `path` (None: none there), checked before any work: an
     unreadable one stops the write, named."""

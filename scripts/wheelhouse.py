@@ -93,9 +93,14 @@ def present_on_node(text: str) -> dict[str, str | None]:
 
 def build_requires(pyproject: Path = ROOT / "pyproject.toml") -> set[str]:
     """The canonical names of this package's build back-end ([build-system] requires)."""
-    import tomllib
-
-    requires = tomllib.loads(pyproject.read_text()).get("build-system", {}).get("requires", [])
+    text = pyproject.read_text()
+    try:
+        import tomllib
+    except ImportError:   # Python 3.10: the table's one `requires = [...]` line
+        m = re.search(r"^\[build-system\][^\[]*?^requires\s*=\s*\[([^\]]*)\]", text, re.M | re.S)
+        requires = re.findall(r"[\"']([^\"']+)[\"']", m.group(1)) if m else []
+    else:
+        requires = tomllib.loads(text).get("build-system", {}).get("requires", [])
     return {canonical(re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0]) for r in requires}
 
 

@@ -44,6 +44,7 @@ def paper_slice(overrides: tuple[str, ...], tasks: tuple[str, ...], profile: str
                                  f"{', '.join(known)}")
     out = Path("docs/runsets/paper-slice.json")
     chosen = list(tasks) or list(slices.DEFAULT_TASKS)
+    repro_args = [*(["--yes"] if yes else []), *(["-j", str(jobs)] if jobs else [])]
     slices.run(profile, list(overrides) or list(slices.DEFAULT_SET), chosen, Path.cwd(), out,
-               [*(["--yes"] if yes else []), *(["-j", str(jobs)] if jobs else [])], workdir, keep, echo=lambda line: click.echo(line, err=True))
+               repro_args, workdir, keep, echo=lambda line: click.echo(line, err=True))
     done(f"paper-slice: {out} <- the {profile} profile's runs of {', '.join(chosen)}")

@@ -40,8 +40,11 @@ def test_a_package_the_node_has_stays_out_unless_at_another_version():
     assert "pandas" in wanted
 
 
-def test_the_build_back_end_travels_even_where_the_node_has_it():
+@pytest.mark.parametrize("tomllib", [True, False], ids=["tomllib", "python3.10"])
+def test_the_build_back_end_travels_even_where_the_node_has_it(tomllib, monkeypatch):
     # the editable install builds in isolation, seeing the wheelhouse and not the node
+    if not tomllib:
+        monkeypatch.setitem(sys.modules, "tomllib", None)   # its import then fails
     assert wh.build_requires() == {"setuptools"}
     present = wh.present_on_node("setuptools\nnumpy\n")
     wanted = wh.wanted(LOCK, present)
