@@ -429,3 +429,22 @@ def test_the_reading_path_of_the_committed_results_is_short_and_its_cells_too():
             if line.startswith("| ") for c in line.strip("|").split(" | ") if len(c) > 300]
     assert not long, long
     assert {n for n in pages if n.endswith("-findings.md")}   # the measurements went somewhere
+
+
+def test_the_runs_cell_names_each_verdict_once_and_marks_agreement():
+    """The deciding set first, in bold; the sets that give its verdict say they agree, the
+    others' verdicts each once with every set that gave it; watched seeds stand apart."""
+    r = {"via": "cpu", "judged": [
+        {"set": "cpu", "outcome": "reproduced"},
+        {"set": "cpu", "setting": "avx2-t1", "outcome": "reproduced"},
+        {"set": "source", "outcome": "too close to call"},
+        {"set": "cpu", "setting": "avx512-t2", "outcome": "too close to call"},
+        {"set": "cpu", "watched": True, "outcome": "not reproduced"}]}
+    assert results_page.runs_cell(r) == (
+        "**cpu**; cpu @ avx2-t1: agrees; source, cpu @ avx512-t2: too close to call; "
+        "watched seeds: **not reproduced**")
+    one = {"via": "cpu", "judged": [{"set": "cpu", "outcome": "reproduced"},
+                                    {"set": "paper", "outcome": "reproduced"},
+                                    {"set": "big", "outcome": "reproduced"}]}
+    assert results_page.runs_cell(one) == "**cpu**; paper, big: agree"
+    assert results_page.runs_cell({"via": "cpu", "judged": [one["judged"][0]]}) == "cpu"

@@ -281,7 +281,8 @@ def run_sets(t: dict) -> list[str]:
         return []
     return ["## Run sets", "",
             "The runs this page's verdicts rest on; each row below names the run sets that "
-            "judged it, the one that decides in bold. Watched seeds, which a recipe was chosen "
+            "judged it, the one that decides in bold (\"agrees\": another gave its verdict). "
+            "Watched seeds, which a recipe was chosen "
             "on, decide nothing: their verdict stands beside.", "",
             "| run set | where it ran | its code |", "|---|---|---|",
             *(f"| {name} | {cell(w)} | {cell(code)} |" for name, (w, code) in seen.items()), ""]
@@ -461,13 +462,17 @@ def verdict_cell(r: dict, notes: dict | None = None, tests: str = "",
 
 def runs_cell(r: dict) -> str:
     """Which run sets judged the claim (their provenance: the page's run-set table), the deciding
-    one first and in bold, the others' verdicts beside."""
+    one first and in bold, the others' verdicts beside ("agrees" where they give the deciding
+    verdict), each verdict once with the sets that gave it."""
     from arithrepro.findings.base import verdict_word
 
     judged = sorted(r.get("judged") or [], key=lambda j: (
         j["set"] != r.get("via") or bool(j.get("watched")) or bool(j.get("setting")),
         bool(j.get("watched"))))
     out, decider = [], None
+    agree: dict[str, list[str]] = {}   # verdict -> the other sets that gave it, named once
+    ruling = next((verdict_word(j) for j in judged if j["set"] == r.get("via")
+                   and not j.get("watched") and not j.get("setting")), None)
     for j in judged:   # its code and where it ran: the page's run-set table
         name = _set_name(j, watched=False)
         if j["set"] == r.get("via") and not j.get("watched") and not j.get("setting"):
@@ -476,9 +481,18 @@ def runs_cell(r: dict) -> str:
         elif j.get("watched"):   # the deciding set's own watched seeds need not name it again
             out.append(f"{'' if name == decider else name + ', '}watched seeds: {verdict_word(j)}")
         else:
-            out.append(f"{name}: {verdict_word(j)}")
+            word = verdict_word(j)
+            if word not in agree:
+                agree[word] = []
+                out.append(word)   # a place kept: the first set to give this verdict
+            agree[word].append(name)
     if len(judged) == 1 and decider:   # alone, it decides: its name says it
         return decider
+    # a set that gives the deciding set's verdict says only that it agrees
+    out = [part if part not in agree
+           else f"{', '.join(agree[part])}: "
+                + (part if part != ruling else "agrees" if len(agree[part]) == 1 else "agree")
+           for part in out]
     return "; ".join(out) or "–"
 
 
