@@ -93,13 +93,13 @@ def carried(task: str, names: list[str], ledger: dict) -> list[RunSet]:
 def sliced(task: str, names: list[str]) -> list[RunSet]:
     """The run sets of `task` that a slice file carries (SLICES), named after the profile it
     ran, unless the page's own records are that profile's; its watched seeds apart."""
-    from arithrepro.io import read_json
+    from arithrepro.slices import existing
 
     out = []
     for target, path in SLICES.items():
-        if not path.is_file():
+        data = existing(path)
+        if data is None:
             continue
-        data = read_json(path, ("profile", "tasks"))
         t = data["tasks"].get(task)
         if not t or data["profile"] in names:
             continue

@@ -466,34 +466,29 @@ def runs_cell(r: dict) -> str:
     verdict), each verdict once with the sets that gave it."""
     from arithrepro.findings.base import verdict_word
 
-    judged = sorted(r.get("judged") or [], key=lambda j: (
-        j["set"] != r.get("via") or bool(j.get("watched")) or bool(j.get("setting")),
-        bool(j.get("watched"))))
-    out, decider = [], None
-    agree: dict[str, list[str]] = {}   # verdict -> the other sets that gave it, named once
-    ruling = next((verdict_word(j) for j in judged if j["set"] == r.get("via")
-                   and not j.get("watched") and not j.get("setting")), None)
+    def decides(j: dict) -> bool:
+        return j["set"] == r.get("via") and not j.get("watched") and not j.get("setting")
+
+    judged = r.get("judged") or []
+    first = next((j for j in judged if decides(j)), None)
+    decider = _set_name(first, watched=False) if first else None
+    if decider and len(judged) == 1:   # alone, it decides: its name says it
+        return decider
+    ruling = verdict_word(first) if first else None
+    others: dict[str, list[str]] = {}   # verdict -> the other sets that gave it, in order
+    watched = []
     for j in judged:   # its code and where it ran: the page's run-set table
         name = _set_name(j, watched=False)
-        if j["set"] == r.get("via") and not j.get("watched") and not j.get("setting"):
-            decider = name
-            out.append(f"**{name}**")
-        elif j.get("watched"):   # the deciding set's own watched seeds need not name it again
-            out.append(f"{'' if name == decider else name + ', '}watched seeds: {verdict_word(j)}")
-        else:
-            word = verdict_word(j)
-            if word not in agree:
-                agree[word] = []
-                out.append(word)   # a place kept: the first set to give this verdict
-            agree[word].append(name)
-    if len(judged) == 1 and decider:   # alone, it decides: its name says it
-        return decider
+        if j.get("watched"):   # the deciding set's own watched seeds need not name it again
+            watched.append(f"{'' if name == decider else name + ', '}watched seeds: "
+                           f"{verdict_word(j)}")
+        elif not decides(j):
+            others.setdefault(verdict_word(j), []).append(name)
     # a set that gives the deciding set's verdict says only that it agrees
-    out = [part if part not in agree
-           else f"{', '.join(agree[part])}: "
-                + (part if part != ruling else "agrees" if len(agree[part]) == 1 else "agree")
-           for part in out]
-    return "; ".join(out) or "–"
+    said = [f"{', '.join(names)}: "
+            + (word if word != ruling else "agrees" if len(names) == 1 else "agree")
+            for word, names in others.items()]
+    return "; ".join([*([f"**{decider}**"] if decider else []), *said, *watched]) or "–"
 
 
 # --- pieces ------------------------------------------------------------------------------------
