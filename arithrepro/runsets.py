@@ -90,14 +90,25 @@ def carried(task: str, names: list[str], ledger: dict) -> list[RunSet]:
     return out + sliced(task, names)
 
 
+def slice_file(path: Path) -> dict | None:
+    """The slice file already at `path` (None: none there), checked before any work: an
+    unreadable one stops the write, named."""
+    from arithrepro.io import read_json
+
+    if not path.is_file():
+        return None
+    old = read_json(path, ("profile", "tasks"))
+    if not isinstance(old["tasks"], dict):
+        raise ArtifactError(path, "tasks: expected an object of task -> run set")
+    return old
+
+
 def sliced(task: str, names: list[str]) -> list[RunSet]:
     """The run sets of `task` that a slice file carries (SLICES), named after the profile it
     ran, unless the page's own records are that profile's; its watched seeds apart."""
-    from arithrepro.slices import existing
-
     out = []
     for target, path in SLICES.items():
-        data = existing(path)
+        data = slice_file(path)
         if data is None:
             continue
         t = data["tasks"].get(task)

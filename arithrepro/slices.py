@@ -9,7 +9,7 @@ like any other. Then `arithrepro results --slice` judges the claims that profile
 and writes docs/runsets/<target>.json into this workspace: per task, where the runs ran
 (commit, tree, GPU or CPU, torch), their seeds, and the verdicts, those on seeds a recipe was
 watched on apart. Every results page of another profile reads it as that profile's run set
-(arithrepro/runsets.py, `sliced`).
+(arithrepro/runsets.py, `sliced`, which reads the file through `slice_file`).
 """
 
 from __future__ import annotations
@@ -95,19 +95,6 @@ def slice_study(params: dict, tasks: list[str], target: str) -> dict:
             entry["watched"] = {"seeds": sorted(watched & set(seeds)), "claims": picked(True)}
         out["tasks"][n] = entry
     return out
-
-
-def existing(path: Path) -> dict | None:
-    """The slice file already at `path` (None: none there), checked before any work: an
-    unreadable one stops the write, named."""
-    from arithrepro.io import ArtifactError, read_json
-
-    if not path.is_file():
-        return None
-    old = read_json(path, ("profile", "tasks"))
-    if not isinstance(old["tasks"], dict):
-        raise ArtifactError(path, "tasks: expected an object of task -> run set")
-    return old
 
 
 def merged(old: dict | None, new: dict) -> dict:

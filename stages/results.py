@@ -72,7 +72,7 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
         return
     if slice_path or tasks:
         from arithrepro import config, runsets
-        from arithrepro.slices import existing, merged, slice_study
+        from arithrepro.slices import merged, slice_study
         from arithrepro.tasks.registry import TASKS
 
         target = Path(slice_path or "").stem
@@ -84,7 +84,7 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
                                    f"{', '.join(TASKS)}")
         params = config.load(params_path)
         out = Path(slice_path)
-        old = existing(out)   # a broken file stops here, before the judging
+        old = runsets.slice_file(out)   # a broken file stops here, before the judging
         write_json(out, merged(old, slice_study(params, list(tasks), target)))
         done(f"results: {slice_path} <- the {params['profile']} profile's records of "
              f"{', '.join(tasks)}")

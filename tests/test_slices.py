@@ -126,20 +126,20 @@ def test_a_slice_keeps_the_other_tasks_of_its_profile_and_replaces_another_profi
     from arithrepro.io import ArtifactError
 
     path = tmp_path / "paper-slice.json"
-    assert slices.existing(path) is None
+    assert runsets.slice_file(path) is None
     old = {"target": "paper-slice", "profile": "paper",
            "tasks": {"modular": {"runs": 270}, "looped": {"runs": 1}}}
     path.write_text(json.dumps(old))
     new = {"target": "paper-slice", "profile": "paper", "tasks": {"looped": {"runs": 6}}}
-    got = slices.merged(slices.existing(path), new)
+    got = slices.merged(runsets.slice_file(path), new)
     assert got["tasks"] == {"modular": {"runs": 270}, "looped": {"runs": 6}}
     other = {**new, "profile": "smoke"}
-    assert slices.merged(slices.existing(path), other) == other
+    assert slices.merged(runsets.slice_file(path), other) == other
     for text, problem in (("{", "not valid JSON"), ('{"profile": "paper"}', "no key tasks"),
                           ('{"profile": "paper", "tasks": []}', "tasks: expected an object")):
         path.write_text(text)
         with pytest.raises(ArtifactError, match=problem) as err:
-            slices.existing(path)
+            runsets.slice_file(path)
         assert str(path) in str(err.value)
 
 
