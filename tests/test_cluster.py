@@ -4,9 +4,11 @@ The local executor runs the path a SLURM cluster takes (submitit's pickled job, 
 pull, `dvc repro --single-item --pull`, push of outputs and run cache, collection by `dvc repro
 --pull`) as real processes here, on looped's smoke grid: one job is killed with its whole
 process tree once its run has written a checkpoint, is sent again and resumes, and the collected
-outputs are the smoke run's to the bit. The same path against a real SLURM: tests/test_slurm.py;
-what a one-node cluster cannot show (partitions, accounts, GPUs) is checked here against
-submitit's own mocked SLURM."""
+outputs are the smoke run's to the bit. The same path against a real SLURM: tests/test_slurm.py,
+which also kills a job mid-training and collects in a second clone; where it can run (SLURM's
+packages installed, root), the local executor's two scenarios of that are left to it. What a
+one-node cluster cannot show (partitions, accounts, GPUs) is checked here against submitit's own
+mocked SLURM."""
 
 import json
 import os
@@ -20,9 +22,14 @@ import psutil
 import pytest
 
 from arithrepro import cluster
-from tests.workspace import CELLS, TARGET, Run, leftovers, make_clone, outputs, sh
+from tests.workspace import (CELLS, TARGET, Run, leftovers, make_clone, outputs, sh,
+                             slurm_cluster)
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+# a job killed mid-training and a second clone's collection: tests/test_slurm.py runs both
+# against a real SLURM wherever one can start
+in_test_slurm = pytest.mark.skipif(slurm_cluster().missing() is None,
+                                   reason="a real SLURM runs here: tests/test_slurm.py covers it")
 # one job at a time: the fault tests beside this file time their kills
 LOCAL = ("arithrepro", "repro", "--executor", "local", "-j", "1")
 
@@ -54,6 +61,7 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(procs, timeout=30)
 
 
+@in_test_slurm
 def test_a_job_killed_mid_training_is_sent_again_and_the_collection_equals_the_smoke_run(
         shared, smoke_first_run):
     ws = shared / "ws"
@@ -91,6 +99,7 @@ def test_a_job_killed_mid_training_is_sent_again_and_the_collection_equals_the_s
     assert "up to date" in sh([*LOCAL, TARGET], ws)
 
 
+@in_test_slurm
 def test_a_second_workspace_sends_no_job_for_cells_the_remote_holds(shared, smoke_first_run):
     """After the test above: a clone of the same commit collects every cell from the remote's
     run cache; no job is submitted."""

@@ -244,6 +244,37 @@ def test_a_dvc_project_runs_side_by_side_and_ends_as_dvc_repro_leaves_it(tmp_pat
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_pull_restores_a_pushed_run_in_one_transfer_and_a_changed_one_stage_by_stage(tmp_path):
+    """--pull in a clone of a pushed run: every stage's outputs in one `dvc pull`, none runs;
+    where a stage's command changed, each stage is pulled or run on its own."""
+    made, here = tmp_path / "made", tmp_path / "here"
+    made.mkdir()
+    sh(["git", "init", "-q"], made)
+    sh(["dvc", "init", "-q"], made)
+    sh(["dvc", "remote", "add", "-d", "store", str(tmp_path / "store")], made)
+    (made / "dvc.yaml").write_text(pipeline())
+    sh(["dvc", "repro"], made, OMP_NUM_THREADS="1")
+    sh(["dvc", "push"], made)
+    sh(["git", "add", "-A"], made)
+    sh(["git", "commit", "-qm", "run"], made)
+    sh(["git", "clone", "-q", str(made), str(here)], tmp_path)
+    out = sh(["arithrepro", "repro", "--pull", "-j", "1"], here)
+    assert "pulling the DVC remote's outputs of 6 stages" in out, out
+    assert "Data and pipelines are up to date." in out and "Running stage" not in out, out
+    assert (here / "total.txt").read_text() == str(4 + 9 + 16 + 25)
+    # square's command changed: nothing up front; source restored by its own --pull, the rest run
+    shutil.rmtree(here / ".dvc" / "cache")
+    for f in here.glob("*.txt"):
+        f.unlink()
+    (here / "dvc.yaml").write_text(pipeline(square="(x + n) ** 3"))
+    out = sh(["arithrepro", "repro", "--pull", "-j", "1"], here, OMP_NUM_THREADS="1")
+    assert "pulling" not in out and "6 of 6 stages to run" in out, out
+    assert "Pulling data for stage: 'source'" in out, out
+    assert "Running stage 'source'" not in out and "Running stage 'square@1'" in out, out
+    assert (here / "total.txt").read_text() == str(8 + 27 + 64 + 125)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_a_failing_stage_stops_the_run_with_its_log_named(tmp_path):
     sh(["git", "init", "-q"], tmp_path)
     sh(["dvc", "init", "-q"], tmp_path)

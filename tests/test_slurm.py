@@ -10,26 +10,25 @@ submitit's `--signal=USR2@90`; submitit checkpoints and requeues the job). The s
 and submitit counts a signal before the limit's last 90 s as a preemption, which it requeues
 without counting it against `max_num_timeout`. The submitting command is killed while jobs
 run and started again. Every cell trains from step 0 once, each job that ended early resumes from
-its checkpoint, and the collection equals a local `arithrepro repro` of the same grid. A second
-clone then collects everything without submitting a job.
+its checkpoint, and the collection equals a local `arithrepro repro` of the same grid (run
+meanwhile: the cluster mostly waits then). A second clone then collects everything without
+submitting a job.
 
 A requeued job may start again only after SLURM's fixed delay (121 s); the tests let it start at
 once (`scontrol update StartTime=now`). What one node cannot show (partitions, accounts, GPUs)
 stays with submitit's mocked sbatch in tests/test_cluster.py. Without the packages or root, the
 module skips with the reason."""
 
-import importlib.util
 import json
 import re
 import signal
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.workspace import ROOT, TARGET, Run, leftovers, make_clone, outputs, sh
+from tests.workspace import TARGET, Run, leftovers, make_clone, outputs, sh, slurm_cluster
 
 # a time limit of the test's own: no projection of the jobs' time on this machine first
 SUBMIT = ("arithrepro", "repro", "--executor", "slurm", "--slurm", "partition=debug",
@@ -40,18 +39,9 @@ LONG = ("-S", "looped.seeds=[0,1]", "-S", "looped.train.steps=100",
 LONG_CELLS = [f"{m}-notebook-{s}" for s in (0, 1) for m in ("standard", "looped")]
 
 
-def _cluster_module():
-    spec = importlib.util.spec_from_file_location("slurm_cluster",
-                                                  ROOT / "scripts" / "slurm_cluster.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # its dataclasses look their module up while defined
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
-    sc = _cluster_module()
+    sc = slurm_cluster()
     why = sc.missing()
     if why:
         pytest.skip(f"no SLURM cluster here: {why}")
@@ -150,7 +140,7 @@ def _starts(work: Path) -> dict[str, list[str]]:
 
 
 def test_jobs_ended_every_way_and_the_submitter_killed_lose_nothing_and_train_nothing_twice(
-        slurm, tmp_path):
+        slurm, tmp_path, request):
     ws = _workspace(tmp_path, *LONG)
     work = ws / ".dvc" / "tmp" / "cluster"
     faults = dict(zip((f"train-looped@{c}" for c in LONG_CELLS),
@@ -167,6 +157,11 @@ def test_jobs_ended_every_way_and_the_submitter_killed_lose_nothing_and_train_no
                 done[stage] = job
         time.sleep(0.01)
     assert len(done) == len(faults), (done, run.text[-3000:])
+    # the local run the collection is compared with, while the cluster mostly waits (submitit
+    # on the cancelled job's result, SLURM on the requeued ones)
+    local = _workspace(tmp_path / "local", *LONG)
+    alone = Run(local, ("arithrepro", "repro", "--yes", "--jobs", "1", TARGET))   # --yes: no projection
+    request.addfinalizer(alone.kill)
     # device auto on a cluster without GPUs: CPU jobs, the four cells one array
     ids = re.findall(r"submitted train-looped@\S+: job (\d+)_\d+$", run.text, flags=re.M)
     assert len(ids) == 4 and len(set(ids)) == 1, run.text
@@ -190,8 +185,7 @@ def test_jobs_ended_every_way_and_the_submitter_killed_lose_nothing_and_train_no
         assert starts[cell][0] == "0" and starts[cell].count("0") == 1, starts
         assert len(starts[cell]) >= 2, starts
     assert "Running stage 'train-looped@" not in again.split("collecting:")[-1], again
-    local = _workspace(tmp_path / "local", *LONG)
-    sh(["arithrepro", "repro", "--yes", "--jobs", "2", TARGET], local)   # --yes: no projection
+    assert alone.wait() == 0, alone.text[-3000:]
     assert outputs(ws, LONG_CELLS) == outputs(local, LONG_CELLS)
     assert not leftovers(ws), leftovers(ws)
     assert not list(work.glob("checkouts/*/")), "a finished cell's checkout was kept"

@@ -30,6 +30,18 @@ def sh(args, cwd, check=True, **extra_env):
     return proc.stdout + proc.stderr
 
 
+def slurm_cluster():
+    """scripts/slurm_cluster.py as a module: the one-node SLURM the cluster tests run against."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("slurm_cluster",
+                                                  ROOT / "scripts" / "slurm_cluster.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module   # its dataclasses look their module up while defined
+    spec.loader.exec_module(module)
+    return module
+
+
 def make_clone(dest: Path) -> Path:
     """The checkout's files (tracked and untracked-but-not-ignored), committed in a fresh repo."""
     from arithrepro.checkout import copy_checkout
