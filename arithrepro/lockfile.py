@@ -1,8 +1,32 @@
-"""dvc.lock cut short by a DVC process killed while writing it, repaired to its whole entries."""
+"""What a DVC process killed mid-write leaves in a workspace: dvc.lock cut short, repaired to
+its whole entries, and partial copies of outputs, removed."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+# dvc_objects' temporary name (tmp_fname: "<prefix>.<22 random characters>.tmp"): an output
+# being linked or copied in or out of the cache
+DVC_PARTIAL = re.compile(r".*\.[A-Za-z0-9_-]{22}\.tmp")
+
+
+def remove_partial_copies(root: Path, outs, echo=print) -> list[Path]:
+    """DVC copies or links an output between the workspace and its cache under a temporary name
+    beside it, then renames it; a DVC process killed in between leaves that file, and no DVC
+    command removes it. `outs`: the pipeline's output paths (a folder output searched through).
+    Called with no DVC process left in the workspace. Returns what it removed."""
+    outs = [Path(out) for out in outs]
+    found = {p for out in outs if out.parent.is_dir() for p in out.parent.glob("*.tmp")}
+    found |= {p for out in outs if out.is_dir() for p in out.rglob("*.tmp")}
+    removed = sorted(p for p in found if DVC_PARTIAL.fullmatch(p.name) and p.is_file())
+    for path in removed:
+        path.unlink(missing_ok=True)
+    if removed:
+        names = ", ".join(str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
+                          for p in removed)
+        echo(f"removed what a killed DVC process left half-copied: {names}")
+    return removed
 
 
 def repair_lockfile(root: Path, echo=print) -> None:

@@ -20,7 +20,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from arithrepro.lockfile import repair_lockfile
+from arithrepro.lockfile import remove_partial_copies, repair_lockfile
 from arithrepro.processes import Chain, Worker, dvc_holders
 from arithrepro.schedule import Job, clock, order_jobs, run_jobs
 from arithrepro.slots import slots, thread_env
@@ -107,10 +107,10 @@ def pull_missing(targets: tuple[str, ...] = (), echo=print) -> int:
     """--pull where no stage changed its command or params (a clone of a pushed run): the
     outputs dvc.lock names, pulled in one `dvc pull` of the targets and what they depend on;
     returns how many pending stages that covered. DVC's per-stage `repro --pull` reads dvc.yaml
-    and dvc.lock again for each stage (the smoke pipeline, 66 stages: 103 s stage by stage, 58 s
-    with this first, docs/remote.md). Where a stage did change, nothing is pulled here: each
-    stage's own `--pull` then decides, as `dvc repro --pull` does, and a stale output is never
-    fetched. What the remote lacks stays pending, for the run cache or the stage's command."""
+    and dvc.lock again for each stage (docs/benchmarks.md). Where a stage did change, nothing
+    is pulled here: each stage's own `--pull` then decides, as `dvc repro --pull` does, and a
+    stale output is never fetched. What the remote lacks stays pending, for the run cache or
+    the stage's command."""
     from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
@@ -136,12 +136,17 @@ def _redefined(changes: list) -> bool:
                for c in changes)
 
 
-def plan(targets: tuple[str, ...] = ()):
+def plan(targets: tuple[str, ...] = (), tidy=None):
     """DVC's stages for `targets` (all when none), upstream first: (names, each one's upstream
-    stages, the stages DVC reports changed, each one's command)."""
+    stages, the stages DVC reports changed, each one's command). tidy: an echo, to first remove
+    the partial copies a killed DVC process left beside the outputs (which DVC would count as
+    changes to a folder output), saying so there."""
     from dvc.repo import Repo
 
     with Repo() as repo:
+        if tidy:
+            root = Path(repo.root_dir)
+            remove_partial_copies(root, (o.fs_path for o in repo.index.outs), tidy)
         graph = _graph(repo, targets)
         stages = [s for s in _upstream_first(graph, repo.index.stages) if s.cmd]
         names = [s.addressing for s in stages]
@@ -171,7 +176,7 @@ def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dr
                pull=False, projected=None, check=None, gpus=None, per_gpu=1) -> int:
     if pull and not dry:
         pull_missing(targets, echo)
-    names, upstream, pending, cells = plan(targets)
+    names, upstream, pending, cells = plan(targets, tidy=None if dry else echo)
     cores = sorted(os.sched_getaffinity(0))
     workers, threads, on_gpu = slots(cpu, jobs_wanted, gpus, per_gpu)
     jobs = order_jobs(names, upstream, pending, cells, pull, ensemble)

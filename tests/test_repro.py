@@ -262,6 +262,15 @@ def test_pull_restores_a_pushed_run_in_one_transfer_and_a_changed_one_stage_by_s
     assert "pulling the DVC remote's outputs of 6 stages" in out, out
     assert "Data and pipelines are up to date." in out and "Running stage" not in out, out
     assert (here / "total.txt").read_text() == str(4 + 9 + 16 + 25)
+    # what a DVC process killed mid-copy leaves beside an output goes; another .tmp stays
+    partial = [here / ".lFeNlGfM3QLDICJAfDuP5A.tmp", here / "sq1.txt.QJ2n_xk0Yd-3RbF1vTq9aw.tmp"]
+    for path in [*partial, here / ".sq1.txt.k2j4h5g6.tmp"]:
+        path.write_text("half")
+    out = sh(["arithrepro", "repro", "-j", "1"], here)
+    assert "removed what a killed DVC process left half-copied: " \
+           ".lFeNlGfM3QLDICJAfDuP5A.tmp, sq1.txt.QJ2n_xk0Yd-3RbF1vTq9aw.tmp" in out, out
+    assert not any(p.exists() for p in partial) and (here / ".sq1.txt.k2j4h5g6.tmp").exists()
+    (here / ".sq1.txt.k2j4h5g6.tmp").unlink()
     # square's command changed: nothing up front; source restored by its own --pull, the rest run
     shutil.rmtree(here / ".dvc" / "cache")
     for f in here.glob("*.txt"):
