@@ -258,8 +258,12 @@ def test_pull_restores_a_pushed_run_in_one_transfer_and_a_changed_one_stage_by_s
     sh(["git", "add", "-A"], made)
     sh(["git", "commit", "-qm", "run"], made)
     sh(["git", "clone", "-q", str(made), str(here)], tmp_path)
+    # a target: it and what it reads, nothing else
+    out = sh(["arithrepro", "repro", "--pull", "-j", "1", "square@2"], here)
+    assert "pulling the DVC remote's outputs of 2 stages" in out, out
+    assert sorted(p.name for p in here.glob("*.txt")) == ["source.txt", "sq2.txt"]
     out = sh(["arithrepro", "repro", "--pull", "-j", "1"], here)
-    assert "pulling the DVC remote's outputs of 6 stages" in out, out
+    assert "pulling the DVC remote's outputs of 4 stages" in out, out
     assert "Data and pipelines are up to date." in out and "Running stage" not in out, out
     assert (here / "total.txt").read_text() == str(4 + 9 + 16 + 25)
     # what a DVC process killed mid-copy leaves beside an output goes; another .tmp stays
