@@ -17,7 +17,8 @@ def remove_partial_copies(root: Path, outs, echo=print) -> list[Path]:
     command removes it. `outs`: the pipeline's output paths (a folder output searched through).
     Called with no DVC process left in the workspace. Returns what it removed."""
     outs = [Path(out) for out in outs]
-    found = {p for out in outs if out.parent.is_dir() for p in out.parent.glob("*.tmp")}
+    found = {p for folder in {out.parent for out in outs} if folder.is_dir()
+             for p in folder.glob("*.tmp")}
     found |= {p for out in outs if out.is_dir() for p in out.rglob("*.tmp")}
     removed = sorted(p for p in found if DVC_PARTIAL.fullmatch(p.name) and p.is_file())
     for path in removed:

@@ -103,29 +103,25 @@ def _graph(repo, targets: tuple[str, ...]):
     return graph.subgraph(wanted)
 
 
-def pull_missing(targets: tuple[str, ...] = (), echo=print) -> int:
-    """--pull where no stage changed its command or params (a clone of a pushed run): the
-    outputs dvc.lock names, pulled in one `dvc pull` of the targets and what they depend on;
-    returns how many pending stages that covered. DVC's per-stage `repro --pull` reads dvc.yaml
-    and dvc.lock again for each stage (docs/benchmarks.md). Where a stage did change, nothing
-    is pulled here: each stage's own `--pull` then decides, as `dvc repro --pull` does, and a
-    stale output is never fetched. What the remote lacks stays pending, for the run cache or
-    the stage's command."""
+def _pull_unchanged(repo, graph, targets, status: dict, echo) -> bool:
+    """--pull where no pending stage changed its command or params (a clone of a pushed run):
+    the outputs dvc.lock names, pulled in one `dvc pull` of the targets and what they depend on;
+    returns whether it pulled. DVC's per-stage `repro --pull` reads dvc.yaml and dvc.lock again
+    for each stage (docs/benchmarks.md). Where a stage did change, nothing is pulled here: each
+    stage's own `--pull` then decides, as `dvc repro --pull` does, and a stale output is never
+    fetched. What the remote lacks stays pending, for the run cache or the stage's command."""
     from dvc.exceptions import DvcException
-    from dvc.repo import Repo
 
-    with Repo() as repo:
-        status = repo.status()
-        pending = [s.addressing for s in _graph(repo, targets) if s.cmd and s.addressing in status]
-        if not pending or any(_redefined(status[name]) for name in pending):
-            return 0
-        whose = "stages" if len(pending) > 1 else "stage"
-        echo(f"pulling the DVC remote's outputs of {len(pending)} {whose}")
-        try:
-            repo.pull(list(targets) or None, with_deps=bool(targets), allow_missing=True)
-        except DvcException as err:   # what did not come stays pending: each stage's own --pull
-            echo(f"  not all came: {str(err).splitlines()[0]}")
-    return len(pending)
+    pending = [s.addressing for s in graph if s.cmd and s.addressing in status]
+    if not pending or any(_redefined(status[name]) for name in pending):
+        return False
+    whose = "stages" if len(pending) > 1 else "stage"
+    echo(f"pulling the DVC remote's outputs of {len(pending)} {whose}")
+    try:
+        repo.pull(list(targets) or None, with_deps=bool(targets), allow_missing=True)
+    except DvcException as err:   # what did not come stays pending: each stage's own --pull
+        echo(f"  not all came: {str(err).splitlines()[0]}")
+    return True
 
 
 def _redefined(changes: list) -> bool:
@@ -136,23 +132,27 @@ def _redefined(changes: list) -> bool:
                for c in changes)
 
 
-def plan(targets: tuple[str, ...] = (), tidy=None):
+def plan(targets: tuple[str, ...] = (), echo=None, pull: bool = False):
     """DVC's stages for `targets` (all when none), upstream first: (names, each one's upstream
-    stages, the stages DVC reports changed, each one's command). tidy: an echo, to first remove
-    the partial copies a killed DVC process left beside the outputs (which DVC would count as
-    changes to a folder output), saying so there."""
+    stages, the stages DVC reports changed, each one's command). echo: to run, not only to look:
+    first remove the partial copies a killed DVC process left beside the outputs (which DVC
+    would count as changes to a folder output), then with `pull` restore in one pull what only
+    lacks its outputs, saying so there."""
     from dvc.repo import Repo
 
     with Repo() as repo:
-        if tidy:
+        if echo:
             root = Path(repo.root_dir)
-            remove_partial_copies(root, (o.fs_path for o in repo.index.outs), tidy)
+            remove_partial_copies(root, (o.fs_path for o in repo.index.outs), echo)
         graph = _graph(repo, targets)
         stages = [s for s in _upstream_first(graph, repo.index.stages) if s.cmd]
         names = [s.addressing for s in stages]
         upstream = {s.addressing: {d.addressing for d in graph.successors(s) if d.cmd}
                     for s in stages}
-        pending = set(repo.status())
+        status = repo.status()
+        if echo and pull and _pull_unchanged(repo, graph, targets, status, echo):
+            status = repo.status()
+        pending = set(status)
         cells = training_cells(Path(repo.root_dir), names)
     return names, upstream, pending, cells
 
@@ -174,9 +174,7 @@ def training_cells(root: Path, names: list[str]) -> dict:
 
 def _reproduce(jobs_wanted, ensemble, targets, echo, workers_in_process, cpu, dry=False,
                pull=False, projected=None, check=None, gpus=None, per_gpu=1) -> int:
-    if pull and not dry:
-        pull_missing(targets, echo)
-    names, upstream, pending, cells = plan(targets, tidy=None if dry else echo)
+    names, upstream, pending, cells = plan(targets, None if dry else echo, pull)
     cores = sorted(os.sched_getaffinity(0))
     workers, threads, on_gpu = slots(cpu, jobs_wanted, gpus, per_gpu)
     jobs = order_jobs(names, upstream, pending, cells, pull, ensemble)
