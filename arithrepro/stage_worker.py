@@ -127,6 +127,58 @@ def patch_dvc() -> None:
     stage_run.cmd_run = cmd_run
 
 
+def patch_lock_writes() -> None:
+    """DVC records each stage by reading dvc.lock with ruamel's pure-Python round-trip loader
+    (which keeps comments and styles), updating the stage's entry and writing the file over
+    itself. dvc.lock is DVC's own output and holds neither, so the worker reads it with the C
+    loader (the same values in a fifth of the time: a 128 kB lock, the smoke profile's, 0.23 s
+    against 1.3 s on an AVX2 EPYC; the lock grows with the pipeline, and every stage pays it
+    under DVC's repository lock), writes it with DVC's own dumper (the same bytes:
+    tests/test_stage_worker.py) and replaces it whole, so a worker killed mid-write leaves the
+    previous lock, not a cut one. Every other YAML file DVC updates (dvc.yaml) keeps DVC's
+    round trip."""
+    import dvc.dvcfile as dvcfile
+    from dvc.fs import LocalFileSystem
+
+    plain = dvcfile.modify_yaml
+    if getattr(plain, "lock_fast", False):
+        return
+
+    @contextlib.contextmanager
+    def modify_yaml(path, fs=None):
+        if os.path.basename(os.fspath(path)) != "dvc.lock" or not (
+                fs is None or isinstance(fs, LocalFileSystem)):
+            with plain(path, fs=fs) as data:
+                yield data
+            return
+        with lock_data(path) as data:
+            yield data
+
+    modify_yaml.lock_fast = True
+    dvcfile.modify_yaml = modify_yaml
+
+
+@contextlib.contextmanager
+def lock_data(path):
+    """dvc.lock's contents to update in place, then written back (atomically) as DVC writes it;
+    {} where there is no file yet."""
+    import io
+
+    from dvc.utils.serialize._yaml import _dump, parse_yaml
+
+    from arithrepro.io import write_text
+
+    path = os.fspath(path)
+    data = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fd:
+            data = parse_yaml(fd.read(), path)   # DVC's parser, typ "safe": the C loader
+    yield data
+    out = io.StringIO()
+    _dump(data, out)
+    write_text(path, out.getvalue())
+
+
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -169,6 +221,7 @@ def run_job(argv: list[list[str]], log: str | None) -> int:
 def main() -> None:
     replies = os.fdopen(int(sys.argv[1]), "w", buffering=1)
     patch_dvc()
+    patch_lock_writes()
     for line in sys.stdin:
         request = json.loads(line)
         try:

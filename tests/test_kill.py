@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.workspace import (CELLS, ENV, TARGET, Run, leftovers, make_clone, outputs,
-                             queue_workers, ran_stages, sh)
+from tests.workspace import (CELLS, ENV, TARGET, Run, drained_queue, leftovers, make_clone,
+                             outputs, queue_workers, ran_stages, sh)
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -115,7 +115,7 @@ def test_killed_anywhere_a_re_run_finishes_and_loses_nothing(pristine, smoke_fir
     k = 0
     while k < len(points):
         label, ready = points[k]
-        done = finished(ws) if finished(ws) is not None else done
+        done = now if (now := finished(ws)) is not None else done
         # after a refusal the same point is tried again with `arithrepro repro`, which clears
         # the cut-short lock, so that every point is still hit
         again = bool(refused) and refused[-1] == (k, label)
@@ -185,11 +185,7 @@ def test_a_queued_experiment_whose_worker_is_killed_runs_again_to_the_same_end(
         psutil.wait_procs(victims, timeout=30)
         sh(["dvc", "queue", "kill", "killed"], ws)
         queue_and_start()
-        for _ in range(1200):
-            status = sh(["dvc", "queue", "status"], ws)
-            if not re.search(r"(Queued|Running)$", status, flags=re.M):
-                break
-            time.sleep(0.5)
+        status = drained_queue(ws)
         assert re.search(r"\skilled\s.*Success$", status, flags=re.M), status
     finally:
         sh(["dvc", "queue", "stop", "--kill"], ws, check=False)

@@ -4,24 +4,18 @@ with `pytest -n 2 --dist loadfile` (make test) it runs beside test_pipeline.py's
 import json
 import re
 import shutil
-import time
 
 import pytest
 
-from tests.workspace import sh
+from tests.workspace import drained_queue, sh
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
 def queue_status(cwd) -> dict:
     """`dvc queue status` as {experiment name: status}, after waiting for the queue to drain."""
-    for _ in range(600):
-        rows = [line.split() for line in sh(["dvc", "queue", "status"], cwd).splitlines()]
-        status = {row[1]: row[-1] for row in rows if len(row) >= 4 and row[0] != "Task"}
-        if not {"Queued", "Running"} & set(status.values()):
-            return status
-        time.sleep(1)
-    raise AssertionError(f"the queue did not drain: {status}")
+    rows = [line.split() for line in drained_queue(cwd).splitlines()]
+    return {row[1]: row[-1] for row in rows if len(row) >= 4 and row[0] != "Task"}
 
 
 def queue(cwd, *args) -> str:

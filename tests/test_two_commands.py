@@ -16,7 +16,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.workspace import queue_workers, sh
+from tests.workspace import drained_queue, queue_workers, sh
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -147,11 +147,7 @@ def test_a_killed_queue_worker_leaves_its_cells_resumable(tmp_path):
         (signals / "go.txt").write_text("go")
         sh(["dvc", "exp", "run", "--queue", "-n", "cell", "-S", "knobs.yaml:n=4"], path)
         start_queue(path)
-        for _ in range(600):
-            rows = sh(["dvc", "queue", "status"], path)
-            if "Running" not in rows and "Queued" not in rows:
-                break
-            time.sleep(0.5)
+        rows = drained_queue(path)
         assert re.search(r"^\w+\s+cell\s.*Success$", rows, flags=re.M), rows
         log = sh(["dvc", "queue", "logs", "cell"], path)
         assert "Stage 'held' is cached - skipping run" in log and "Running stage 'after'" in log, log

@@ -116,6 +116,29 @@ def queue_workers(path: Path) -> list:
     return found
 
 
+def drained_queue(path: Path, timeout: float = 600) -> str:
+    """`dvc queue status` once nothing is queued or running in the repository at `path`. It
+    is asked only while no queue worker has a command running: each call is a DVC process
+    (about 1.5 s of CPU), and asking every second while a cell trains took that much from the
+    training and from the tests beside it."""
+    end, status = time.monotonic() + timeout, "(not asked: a worker was running a command)"
+    while True:
+        if not any(_children(p) for p in queue_workers(path)):
+            status = sh(["dvc", "queue", "status"], path)
+            if not re.search(r"\s(Queued|Running)$", status, flags=re.M):
+                return status
+        if time.monotonic() > end:
+            raise AssertionError(f"the queue did not drain:\n{status}")
+        time.sleep(0.5)
+
+
+def _children(proc) -> list:
+    try:
+        return [] if proc.status() == psutil.STATUS_ZOMBIE else proc.children()
+    except psutil.NoSuchProcess:
+        return []
+
+
 # looped's smoke grid: the stages the fault tests kill and compare
 TARGET = "render-figures-looped"
 CELLS = ["standard-notebook-0", "looped-notebook-0"]

@@ -1,0 +1,126 @@
+"""The stage worker's dvc.lock writes (arithrepro/stage_worker.py): the C loader in, DVC's own
+dumper out, so the file is byte for byte what DVC's round trip writes, except that no value
+outside the updated entry changes (DVC's round trip can rewrite a float's last digit)."""
+
+import contextlib
+from collections import OrderedDict
+
+import dvc.dvcfile as dvcfile
+import pytest
+from dvc.utils.serialize._yaml import dumps_yaml, modify_yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from arithrepro import stage_worker
+
+# every character a YAML file can hold but U+0085, which ruamel writes as a line break that no
+# loader reads back (DVC's round trip and the C loader alike); lone surrogates cannot be in a
+# UTF-8 params file, and DVC reads dvc.lock with the C loader on every command anyway
+def text(**size):
+    return st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x85"),
+                   **size)
+
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-10**12, 10**12),
+    # a params file's floats: a few significant digits at any scale (1e-08, 0.006, 3.5e5)
+    st.builds(lambda n, e: float(f"{n}e{e}"), st.integers(-10**6, 10**6), st.integers(-12, 12)),
+    text(max_size=90),
+    # strings YAML would read as something else unless quoted, and paths longer than a line
+    st.sampled_from(["1e-08", "0.10", "yes", "on", "null", "~", "- a", "a: b", "#x", " lead",
+                     "runs/modular/regularization/lstm-std-regularization.wd0.5-0/live/plots/"
+                     "metrics/train/loss.tsv"]))
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(text(min_size=1, max_size=12), inner, max_size=3),
+                      max_leaves=12)
+stage = st.fixed_dictionaries({
+    "cmd": text(min_size=1, max_size=100),
+    "deps": st.lists(st.fixed_dictionaries({"path": text(min_size=1, max_size=100),
+                                            "hash": st.just("md5"),
+                                            "md5": st.text("0123456789abcdef", min_size=32,
+                                                           max_size=32),
+                                            "size": st.integers(0, 10**9)}), max_size=2),
+    "params": st.fixed_dictionaries({"params.yaml": st.dictionaries(
+        text(min_size=1, max_size=20), values, max_size=4)}),
+})
+locks = st.dictionaries(text(min_size=1, max_size=30), stage, min_size=1, max_size=4)
+
+
+def written(path, update, modify) -> bytes:
+    with modify(path) as data:
+        update(data)
+    return path.read_bytes()
+
+
+def updated(before: dict, changed: dict) -> tuple[str, callable]:
+    """A lock file as DVC wrote it, and an update as DVC makes it: entries replaced or added
+    (serialize.to_lockfile's OrderedDicts)."""
+    def update(data):
+        data["stages"] = data.get("stages", {})
+        data["stages"].update(OrderedDict((k, OrderedDict(v)) for k, v in changed.items()))
+
+    return dumps_yaml({"schema": "2.0", "stages": before}), update
+
+
+def both(tmp_path, lock_text, update) -> tuple[bytes, bytes]:
+    """The bytes the worker's write and DVC's round trip leave for the same update."""
+    ours, theirs = tmp_path / "ours" / "dvc.lock", tmp_path / "theirs" / "dvc.lock"
+    for path in (ours, theirs):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(lock_text, encoding="utf-8")
+    return written(ours, update, stage_worker.lock_data), written(theirs, update, modify_yaml)
+
+
+SLOW = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                  HealthCheck.function_scoped_fixture])
+
+
+@settings(max_examples=40, **SLOW)
+@given(before=locks, changed=locks)
+def test_a_lock_update_writes_the_bytes_dvcs_round_trip_writes(tmp_path, before, changed):
+    ours, theirs = both(tmp_path, *updated(before, changed))
+    assert ours == theirs
+
+
+@settings(max_examples=20, **SLOW)
+@given(before=locks, changed=locks, big=st.floats(1e16, 1e300))
+def test_no_value_outside_the_update_changes(tmp_path, before, changed, big):
+    """Any float: the worker writes each as DVC's dumper writes that value, where DVC's round
+    trip may give another (3.816250540114208e+18 comes back ...207e+18)."""
+    before = {**before, "far": {"cmd": "x", "params": {"params.yaml": {"f": big}}}}
+    changed = {k: v for k, v in changed.items() if k != "far"}
+    text, update = updated(before, changed)
+    ours, _ = both(tmp_path, text, update)
+    assert ours.decode() == dumps_yaml({"schema": "2.0", "stages": {**before, **changed}})
+
+
+def test_the_first_lock_and_only_the_lock_take_the_fast_path(tmp_path, monkeypatch):
+    """With no dvc.lock yet the worker writes DVC's first one; dvc.yaml, which users comment,
+    goes through DVC's round trip (its comments kept); nothing is left beside the files."""
+    monkeypatch.setattr(dvcfile, "modify_yaml", dvcfile.modify_yaml)   # undone after the test
+    stage_worker.patch_lock_writes()
+    stage_worker.patch_lock_writes()   # twice: wrapped once
+    assert dvcfile.modify_yaml.lock_fast and not getattr(modify_yaml, "lock_fast", False)
+
+    lock = tmp_path / "dvc.lock"
+    with dvcfile.modify_yaml(lock) as data:
+        data.update({"schema": "2.0", "stages": {"a": OrderedDict(cmd="true")}})
+    assert lock.read_text() == dumps_yaml({"schema": "2.0", "stages": {"a": {"cmd": "true"}}})
+
+    pipeline = tmp_path / "dvc.yaml"
+    pipeline.write_text("# the stages\nstages:\n  a:\n    cmd: echo a  # says a\n")
+    with dvcfile.modify_yaml(pipeline) as data:
+        data["stages"]["a"]["cmd"] = "echo b"
+    assert pipeline.read_text() == "# the stages\nstages:\n  a:\n    cmd: echo b  # says a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dvc.lock", "dvc.yaml"]
+
+
+def test_a_write_that_fails_leaves_the_lock_as_it_was(tmp_path):
+    lock = tmp_path / "dvc.lock"
+    lock.write_text(dumps_yaml({"schema": "2.0", "stages": {"a": {"cmd": "true"}}}))
+    before = lock.read_bytes()
+    with pytest.raises(RuntimeError), contextlib.ExitStack() as stack:
+        data = stack.enter_context(stage_worker.lock_data(lock))
+        data["stages"]["b"] = {"cmd": "x"}
+        raise RuntimeError("the stage's entry could not be made")
+    assert lock.read_bytes() == before
