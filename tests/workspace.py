@@ -117,10 +117,9 @@ def queue_workers(path: Path) -> list:
 
 
 def drained_queue(path: Path, timeout: float = 600) -> str:
-    """`dvc queue status` once nothing is queued or running in the repository at `path`. It
-    is asked only while no queue worker has a command running: each call is a DVC process
-    (about 1.5 s of CPU), and asking every second while a cell trains took that much from the
-    training and from the tests beside it."""
+    """`dvc queue status` once nothing is queued or running in the repository at `path`. Each
+    call is a DVC process (about 1.5 s of CPU), so it is asked only when no queue worker has a
+    command running, not every second while a cell trains."""
     end, status = time.monotonic() + timeout, "(not asked: a worker was running a command)"
     while True:
         if not any(_children(p) for p in queue_workers(path)):
