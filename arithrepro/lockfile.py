@@ -35,8 +35,6 @@ def repair_lockfile(root: Path, echo=print) -> None:
     short, and every later DVC command in the workspace stops on it. Called with no DVC process
     left in the workspace: the whole entries are kept and the cut one is dropped, so its stage
     runs again (or comes back from the run cache); a file with no whole entry is removed."""
-    import re
-
     import yaml
     from dvc.schema import COMPILED_LOCKFILE_SCHEMA
 

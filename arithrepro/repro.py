@@ -141,8 +141,8 @@ def plan(targets: tuple[str, ...] = (), echo=None, pull: bool = False):
     from dvc.repo import Repo
 
     with Repo() as repo:
+        root = Path(repo.root_dir)
         if echo:
-            root = Path(repo.root_dir)
             remove_partial_copies(root, (o.fs_path for o in repo.index.outs), echo)
         graph = _graph(repo, targets)
         stages = [s for s in _upstream_first(graph, repo.index.stages) if s.cmd]
@@ -153,7 +153,7 @@ def plan(targets: tuple[str, ...] = (), echo=None, pull: bool = False):
         if echo and pull and _pull_unchanged(repo, graph, targets, status, echo):
             status = repo.status()
         pending = set(status)
-        cells = training_cells(Path(repo.root_dir), names)
+        cells = training_cells(root, names)
     return names, upstream, pending, cells
 
 
