@@ -31,14 +31,14 @@ def code_files(root: Path, command: str, task: str | None, edges: dict | None = 
     already (reading it parses every source file)."""
     from arithrepro.cli import COMMANDS
     from arithrepro.imports import closure, graph, project_modules
-    from arithrepro.models.registry import MODELS
+    from arithrepro.models.registry import MODELS, builder_module
     from arithrepro.report.figures import FIGURES
     from arithrepro.tasks.registry import TASKS, models_of
 
     models = ([] if command in BUILDS_NO_MODEL else list(models)
               or (models_of(TASKS[task]) if task is not None else []))
     own_tasks = {"arithrepro.tasks.base"} | ({f"arithrepro.tasks.{task}"} if task else set())
-    builders = {MODELS[m].build.__module__ for m in models}
+    builders = {builder_module(MODELS[m].build) for m in models}
     figures = {FIGURES[task].render.__module__} if task in FIGURES else set()
 
     def follow(module: str, target: str) -> bool:
@@ -58,7 +58,12 @@ def code_files(root: Path, command: str, task: str | None, edges: dict | None = 
     files = project_modules(root)
     # the tables are followed to their narrowed rows, then left out themselves
     entry = f"arithrepro.stages.{COMMANDS[command][0]}"
-    reached = closure(edges or graph(root), entry, follow) - set(REGISTRIES)
+    edges = dict(edges or graph(root))
+    # the model registry names its builders' modules (imported when a model is built): edges
+    # the import statements do not show
+    registry = REGISTRIES[0]
+    edges[registry] = set(edges.get(registry, ())) | (builders & set(files))
+    reached = closure(edges, entry, follow) - set(REGISTRIES)
     return sorted(str(files[m].relative_to(root)) for m in reached
                   if files[m].name != "__init__.py")
 

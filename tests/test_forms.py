@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from arithrepro.models.forms import ADAPTERS, FORMS, PairsAsTokens, meeting
+from arithrepro.models.forms import ADAPTERS, FORMS, meeting
+from arithrepro.models.pairs import PairsAsTokens
 from arithrepro.models.registry import MODELS, build_model, load_model, spec_of
 from arithrepro.schema import ParamsError
 from arithrepro.tasks.base import form_for

@@ -17,6 +17,7 @@ import importlib
 import math
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from arithrepro.models.lm import count_params
-from arithrepro.models.registry import MODELS, ModelSpec
+from arithrepro.models.registry import MODELS, Builder, ModelSpec, builder_module
 from arithrepro.models.transformer import Attention
 from tests import helpers
 
@@ -495,3 +496,27 @@ def test_the_model_registry_names_no_task():
 
     assert "task" not in {f.name for f in dataclasses.fields(ModelSpec)}
     assert {s.sizes for s in MODELS.values()} == {"models", "run"}
+
+
+def test_every_builder_names_a_function_of_a_model_module():
+    """The table names its builders (imported on first use), so a misspelt one would fail only
+    when a stage builds that model: here it fails at once."""
+    for name, spec in MODELS.items():
+        module = importlib.import_module(builder_module(spec.build))
+        assert module.__name__.startswith("arithrepro.models."), name
+        if isinstance(spec.build, Builder):
+            assert callable(getattr(module, spec.build.function, None)), f"{name}: {spec.build}"
+
+
+def test_reading_the_params_imports_no_torch():
+    """Every command checks the params against the registries; only a command that builds a
+    model should pay for importing torch (3 s of CPU per process)."""
+    import subprocess
+
+    code = ("import sys; from arithrepro import config; config.load('params.yaml'); "
+            "config.compose(['profile=smoke'], 'conf'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout[:500]
+

@@ -20,9 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-import torch
-from torch import nn
-
 
 @dataclass(frozen=True)
 class Form:
@@ -47,40 +44,12 @@ def dims_of(form: str, dims: dict) -> dict:
     return {k: dims[k] for k in FORMS[form].dims}
 
 
-class PairsAsTokens(nn.Module):
-    """A causal token model on aligned digit pairs: the pair (a, b) is the token a·base + b, and
-    the model's head keeps its first `classes` rows, a class per position.
+def _pairs_as_tokens(net, base: int, classes: int):
+    # here, not at the top: the commands that only check params read this module, and they
+    # should not import torch
+    from arithrepro.models.pairs import PairsAsTokens
 
-    Causal suffices: least significant first, digit i of a sum depends on the pairs 0..i, which
-    position i sees. The head's rows are cut from the model's own, so the head starts as the
-    model's initialization draws it."""
-
-    def __init__(self, model: nn.Module, base: int, classes: int):
-        super().__init__()
-        head = getattr(model, "head", None)
-        if not isinstance(head, nn.Linear) or head.out_features < classes:
-            raise TypeError("pairs adapter: the model needs a linear head `head` over at least "
-                            f"{classes} tokens")
-        cut = nn.Linear(head.in_features, classes, bias=head.bias is not None,
-                        device=head.weight.device, dtype=head.weight.dtype)
-        with torch.no_grad():
-            cut.weight.copy_(head.weight[:classes])
-            if head.bias is not None:
-                cut.bias.copy_(head.bias[:classes])
-        model.head = cut
-        self.model, self.base = model, base
-
-    def forward(self, pairs: torch.Tensor) -> torch.Tensor:
-        """pairs (B, T, 2) -> logits (B, T, classes)."""
-        return self.model(pairs[..., 0] * self.base + pairs[..., 1])
-
-    @property
-    def recurrences(self) -> int:
-        return self.model.recurrences
-
-    @recurrences.setter
-    def recurrences(self, r: int) -> None:
-        self.model.recurrences = r
+    return PairsAsTokens(net, base, classes)
 
 
 def _pair_token_dims(dims: dict) -> dict:
@@ -104,7 +73,7 @@ class Adapter:
 
 _PAIRS = dict(text="each digit pair one token, a class per position from the model's head",
               model_dims=_pair_token_dims,
-              wrap=lambda net, dims: PairsAsTokens(net, dims["base"], dims["classes"]),
+              wrap=lambda net, dims: _pairs_as_tokens(net, dims["base"], dims["classes"]),
               needs_causal=True,
               spec={"decodes": False, "causal": False, "prunes_outputs": False, "traces": False,
                     "context": "any"})

@@ -33,20 +33,38 @@ Capabilities, declared here so no caller tests a model's name (checked when the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any, Callable
 
 from arithrepro.io import ArtifactError
-from arithrepro.models import abacus, looped, recurrent, retran, transformer
 from arithrepro.models.forms import ADAPTERS, FORMS, adapted_spec, dims_of
 from arithrepro.schema import Optional, ParamsError, integer
 
 COSTS = ("", "attention", "recurrent")
+
+
+@dataclass(frozen=True)
+class Builder:
+    """A builder named by its module and function, imported on its first call. Every command
+    reads this table (the params are checked against it), and only those that build a model
+    should pay for importing torch (3 s of CPU per process on these machines)."""
+
+    module: str
+    function: str
+
+    def __call__(self, *args, **kwargs):
+        return getattr(import_module(self.module), self.function)(*args, **kwargs)
+
+
+def builder_module(build: Callable) -> str:
+    """The module a builder's code lives in (what a stage that builds the model depends on)."""
+    return build.module if isinstance(build, Builder) else build.__module__
 CONTEXTS = ("any", "max_len")
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    build: Callable[..., Any]   # build(size, *, dropout, **dims) -> nn.Module
+    build: Callable[..., Any]   # build(size, *, dropout, **dims) -> nn.Module (or a Builder)
     form: str
     size_fields: tuple[str, ...]
     budget_fields: tuple[str, ...] = ()
@@ -112,30 +130,40 @@ class ModelSpec:
 
 _ATTN = ("d_model", "d_ff", "d_sa", "layers", "heads")
 
+
+def _in(ref: str) -> Builder:
+    """"transformer.build" -> the builder `build` of arithrepro/models/transformer.py."""
+    module, function = ref.split(".")
+    return Builder(f"arithrepro.models.{module}", function)
+
+
 MODELS: dict[str, ModelSpec] = {
-    "gpt": ModelSpec(transformer.build, "tokens", _ATTN, rotary=True, traces=True,
+    "gpt": ModelSpec(_in("transformer.build"), "tokens", _ATTN, rotary=True, traces=True,
                      prunes_outputs=True),
-    "lstm": ModelSpec(recurrent.build, "tokens", ("d_model", "d_ff", "layers")),
-    "retran": ModelSpec(retran.build, "tokens", _ATTN, rotary=True,
+    "lstm": ModelSpec(_in("recurrent.build"), "tokens", ("d_model", "d_ff", "layers")),
+    "retran": ModelSpec(_in("retran.build"), "tokens", _ATTN, rotary=True,
                         eager="torch.compile cannot trace the in-place cache writes that ReTran's "
                               "saved-tensor hooks allow, and would unroll T x layers steps"),
-    "abacus": ModelSpec(abacus.build, "digit-tokens", ("block_layers", "recurrences"),
+    "abacus": ModelSpec(_in("abacus.build"), "digit-tokens", ("block_layers", "recurrences"),
                         budget_fields=("d_model", "d_ff", "heads", "offset_k"),
                         budget_from="abacus.model",
                         traces=True, loops=True,
                         prunes_outputs=True),
-    "standard": ModelSpec(looped.build_standard, "pairs", ("d_model", "d_ff", "layers", "heads"),
-                          decodes=False, causal=False),
-    "looped": ModelSpec(looped.build_looped, "pairs", ("d_model", "d_ff", "heads", "loop_offset"),
+    "standard": ModelSpec(_in("looped.build_standard"), "pairs",
+                          ("d_model", "d_ff", "layers", "heads"), decodes=False, causal=False),
+    "looped": ModelSpec(_in("looped.build_looped"), "pairs",
+                        ("d_model", "d_ff", "heads", "loop_offset"),
                         optional_fields=("extra_loops",), decodes=False, causal=False),
-    "lstm-std": ModelSpec(recurrent.build_standard, "tokens", ("d_model", "layers"), sizes="run"),
-    "gpt-sin": ModelSpec(transformer.build_sinusoidal, "tokens", ("d_model", "layers", "heads"),
-                         sizes="run", traces=True, prunes_outputs=True),
-    "rnn": ModelSpec(recurrent.build_rnn, "tokens", ("d_embed", "d_model", "layers"), sizes="run",
-                     cost="recurrent", gates=1),
-    "gru": ModelSpec(recurrent.build_gru, "tokens", ("d_embed", "d_model", "layers"), sizes="run",
-                     cost="recurrent", gates=3),
-    "nanogpt": ModelSpec(transformer.build_nanogpt, "tokens", ("d_model", "layers", "heads"),
+    "lstm-std": ModelSpec(_in("recurrent.build_standard"), "tokens", ("d_model", "layers"),
+                          sizes="run"),
+    "gpt-sin": ModelSpec(_in("transformer.build_sinusoidal"), "tokens",
+                         ("d_model", "layers", "heads"), sizes="run", traces=True,
+                         prunes_outputs=True),
+    "rnn": ModelSpec(_in("recurrent.build_rnn"), "tokens", ("d_embed", "d_model", "layers"),
+                     sizes="run", cost="recurrent", gates=1),
+    "gru": ModelSpec(_in("recurrent.build_gru"), "tokens", ("d_embed", "d_model", "layers"),
+                     sizes="run", cost="recurrent", gates=3),
+    "nanogpt": ModelSpec(_in("transformer.build_nanogpt"), "tokens", ("d_model", "layers", "heads"),
                          sizes="run", context="max_len", traces=True, cost="attention",
                          prunes_outputs=True),
 }

@@ -42,7 +42,6 @@ from arithrepro.params_reads import unrecorded
 from arithrepro.runs import Built, Config, Data, Run
 from arithrepro.runs import data_dir as data_dir_of
 from arithrepro.schema import ParamsError, choice, fail, integer, list_of, number
-from arithrepro.train.batches import StreamBatches
 
 
 def train_schema(**extra) -> dict:
@@ -290,5 +289,7 @@ class StreamTask(GridTask):
                             checkpoint_every=integer(1), **extra)
 
     def train_batches(self, params: dict, data_dir: Path, seed: int, device):
+        from arithrepro.train.batches import StreamBatches
+
         t = params[self.name]["train"]
         return StreamBatches(self.train_sampler(params, device), t["batch_size"], t["steps"], seed)

@@ -24,7 +24,6 @@ from arithrepro.tasks.charlm_params import (OWN_MODELS, _Architectures, _chars, 
                                             _rules, _schedules, _text)
 from arithrepro.tasks.charlm_stages import stages
 from arithrepro.tasks.declared import Report, Stages, Takes
-from arithrepro.train.batches import EpochBatches
 
 
 def chunk(ids, seq_length: int):
@@ -147,6 +146,8 @@ class CharLMTask(Task):
         characters of a 96-character vocabulary instead (the real corpus may be out of reach,
         and the vocabulary only sizes the embedding and the output layer)."""
         import torch
+
+        from arithrepro.train.batches import EpochBatches
 
         s = run.config.settings
         corpus, sched = s["corpus"], s["schedule"]

@@ -20,7 +20,6 @@ from arithrepro.tasks.modular_data import Splits, Vocab
 from arithrepro.tasks.modular_params import (BASE, FREE, OWN_MODELS, STUDIES, SWEEPS, _model_names,
                                              _study_schema, label)
 from arithrepro.tasks.modular_stages import stages
-from arithrepro.train.batches import EpochBatches
 
 
 def embedding_params(model) -> int:
@@ -144,6 +143,8 @@ class ModularTask(Task):
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
         """The study's splits, made in memory (a trial's are the run's own); the loop validates
         by scoring both in full, the loss and the validation from the first scored position."""
+        from arithrepro.train.batches import EpochBatches
+
         c = run.config.settings
         splits = Splits(c, run.seed, device)
         train = splits.splits["train"]
