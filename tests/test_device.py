@@ -7,7 +7,8 @@ import torch
 from arithrepro import config
 from arithrepro.device import autocast, resolve_device, resolve_precision, to_device
 from arithrepro.train.config import TrainConfig
-from tests.helpers import run
+from arithrepro.models.registry import MODELS
+from tests.helpers import SIZES, build, run
 
 CUDA = torch.cuda.is_available()
 
@@ -97,10 +98,16 @@ def test_losses_read_back_in_batches_are_the_per_step_losses(tmp_path):
     "gpt", pytest.param("lstm", marks=pytest.mark.skipif(not CUDA, reason="long compile: GPU machines"))])
 def test_compiled_training_gives_the_eager_losses(tmp_path, name):
     cfg = TrainConfig(lr=0.01, seed=4)
-    # without dropout: compiled code draws its random numbers differently
-    _, eager = run(tmp_path / "a", name, cfg, epochs=1, dropout=0.0)
-    _, compiled = run(tmp_path / "b", name, TrainConfig(lr=0.01, seed=4, compile=True), epochs=1,
-                      dropout=0.0)
+    # one block of the small size: inductor's compile time grows with the blocks it unrolls
+    # (three: 38 s on two cores with an empty cache, one: 23 s), and one has every kind of op
+    one = dict(zip(MODELS[name].size_fields, SIZES[name]["small"]), layers=1)
+
+    def trained(path, cfg):
+        # without dropout: compiled code draws its random numbers differently
+        return run(path, name, cfg, epochs=1, dropout=0.0, model=build(name, one))[1]
+
+    eager = trained(tmp_path / "a", cfg)
+    compiled = trained(tmp_path / "b", TrainConfig(lr=0.01, seed=4, compile=True))
     a = [r["loss"] for r in eager["train_curve"]]
     b = [r["loss"] for r in compiled["train_curve"]]
     assert a == pytest.approx(b, rel=1e-4, abs=1e-5)
