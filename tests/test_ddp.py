@@ -43,6 +43,14 @@ def _worker(rank: int, world: int, port: int, tmp: str, name: str, cfg: TrainCon
         dist.destroy_process_group()
 
 
+def two_processes(tmp: Path, name: str, cfg: TrainConfig, halt_after: int | None = None) -> None:
+    """`run` in 2 gloo processes, forked: they start with this process's imports instead of
+    importing torch and the project again (5 s of CPU each; torchrun's own processes are
+    test_torchrun_train_matches_a_single_process's)."""
+    mp.start_processes(_worker, args=(2, _free_port(), str(tmp), name, cfg, halt_after), nprocs=2,
+                       start_method="fork")
+
+
 @pytest.mark.parametrize("name,cfg", [
     ("gpt", TrainConfig(lr=0.01, seed=3, val_every=4, checkpoint_every=5)),
     ("lstm", TrainConfig(lr=0.01, seed=3, optimizer="adam", val_every=4)),
@@ -50,7 +58,7 @@ def _worker(rank: int, world: int, port: int, tmp: str, name: str, cfg: TrainCon
 def test_two_processes_match_one(tmp_path, name, cfg):
     single, one = run(tmp_path / "one", name, cfg, dropout=0.0)
     (tmp_path / "two").mkdir()
-    mp.spawn(_worker, args=(2, _free_port(), str(tmp_path / "two"), name, cfg), nprocs=2)
+    two_processes(tmp_path / "two", name, cfg)
     two = torch.load(tmp_path / "two" / "rank0.pt", weights_only=False)
     for k, a in single.state_dict().items():
         assert torch.allclose(a, two["state"][k], atol=1e-5, rtol=1e-4), k
@@ -68,7 +76,7 @@ def test_a_run_killed_under_two_processes_resumes_in_one(tmp_path):
     cfg = TrainConfig(lr=0.01, seed=3, val_every=4, checkpoint_every=5)
     single, one = run(tmp_path / "one", "gpt", cfg, dropout=0.0)
     (tmp_path / "two").mkdir()
-    mp.spawn(_worker, args=(2, _free_port(), str(tmp_path / "two"), "gpt", cfg, 8), nprocs=2)
+    two_processes(tmp_path / "two", "gpt", cfg, halt_after=8)
     assert torch.load(tmp_path / "two" / "checkpoint.pt", weights_only=False)["step"] == 6
     resumed, result = run(tmp_path / "two", "gpt", cfg, dropout=0.0)
     for k, a in single.state_dict().items():
