@@ -3,6 +3,8 @@ every finding tests some claim of its source, and each way of testing a claim gi
 from the records, the findings or a named target's file."""
 
 import copy
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import yaml
@@ -235,3 +237,11 @@ def test_a_verdict_another_machine_does_not_share_is_shown_as_such():
     stale = claims.RunSet("cpu", carried=there.carried, where="x", setting="avx2-t2",
                           other_code="from commit f2a5ff7: 9 files differ")
     assert by_id(claims.verdicts(LEDGER, [here, stale]))["modular.b"]["outcome"] == CLOSE
+
+
+def test_every_ledger_reads_the_same_with_libyamls_parser_and_pythons():
+    """claims.load takes LibYAML's parser where PyYAML has it; the values are the pure-Python
+    parser's."""
+    for path in sorted((Path(__file__).resolve().parents[1] / "claims").glob("*.yaml")):
+        text = path.read_text()
+        assert yaml.load(text, Loader=yaml.CSafeLoader) == yaml.safe_load(text), path
