@@ -41,6 +41,7 @@ from arithrepro.models.forms import ADAPTERS, FORMS, adapted_spec, dims_of
 from arithrepro.schema import Optional, ParamsError, integer
 
 COSTS = ("", "attention", "recurrent")
+CONTEXTS = ("any", "max_len")
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,6 @@ class Builder:
 def builder_module(build: Callable) -> str:
     """The module a builder's code lives in (what a stage that builds the model depends on)."""
     return build.module if isinstance(build, Builder) else build.__module__
-CONTEXTS = ("any", "max_len")
 
 
 @dataclass(frozen=True)
