@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 from arithrepro.schema import ParamsError
 
@@ -19,7 +20,21 @@ DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
+# What a GPU driver torch could use leaves on Linux: NVIDIA's, ROCm's (/dev/kfd), WSL's (/dev/dxg).
+# Where none is, torch.cuda.is_available() is False, and asking it costs `import torch` (over a
+# second in every command that only schedules or reports).
+GPU_DRIVER_PATHS = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+
+
+def no_gpu_driver() -> bool:
+    """True where no GPU can be visible to torch, decided without importing it (Linux only;
+    elsewhere, and wherever a driver is present, torch is asked)."""
+    return sys.platform.startswith("linux") and not any(map(os.path.exists, GPU_DRIVER_PATHS))
+
+
 def resolve_device(device: str) -> str:
+    if device in ("auto", "cpu") and (device == "cpu" or no_gpu_driver()):
+        return "cpu"
     import torch
 
     if device == "auto":
@@ -72,6 +87,8 @@ def visible_gpus() -> list[str]:
     for name in ("ARITHREPRO_GPUS", "CUDA_VISIBLE_DEVICES"):
         if os.environ.get(name, "").strip():
             return [g.strip() for g in os.environ[name].split(",") if g.strip()]
+    if no_gpu_driver():
+        return []
     import torch
 
     return [str(i) for i in range(torch.cuda.device_count())]

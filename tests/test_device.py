@@ -1,6 +1,8 @@
 """Device and precision: resolution and its errors, autocast training on the CPU, the losses
 read back in batches (no host sync per step), and torch.compile giving the eager run's losses."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -18,6 +20,28 @@ def test_auto_picks_what_torch_sees():
     assert resolve_device("cpu") == "cpu"
     assert resolve_precision("auto", "cpu") == "fp32"
     assert resolve_precision("bf16", "cpu") == "bf16"
+
+
+def test_without_a_gpu_driver_auto_is_the_cpu_and_torch_is_not_imported(tmp_path, monkeypatch):
+    """`device: auto` resolves to the CPU without `import torch` where no driver is installed;
+    where one is, torch decides."""
+    import subprocess
+    import sys
+
+    from arithrepro import device
+
+    code = ("import sys; from arithrepro import device as d; d.GPU_DRIVER_PATHS = (); "
+            "print(d.resolve_device('auto'), d.visible_gpus(), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PATH": "", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+                         ).stdout.split()
+    if sys.platform.startswith("linux"):
+        assert out == ["cpu", "[]", "False"], out
+    present = tmp_path / "nvidiactl"
+    present.write_text("")
+    monkeypatch.setattr(device, "GPU_DRIVER_PATHS", (str(present),))
+    assert not device.no_gpu_driver()
+    assert resolve_device("auto") == ("cuda" if CUDA else "cpu")
 
 
 @pytest.mark.parametrize("bf16", [True, False])

@@ -1,10 +1,11 @@
 """Kill anywhere, lose nothing: `dvc repro` of looped's stages (smoke profile), killed with
 SIGKILL at points spread over every kind of stage (generation, training before and after a
 checkpoint, DVC's bookkeeping of a finished stage, evaluation, the report, and at random
-moments), each time re-run from where it stopped; then a queued `dvc exp run` whose worker is
-killed mid-training. Every re-run finishes what is left, trains no finished cell again, leaves
-no half-written file, and ends with the outputs the uninterrupted run (the session's smoke run,
-tests/workspace.py) wrote."""
+moments), each time re-run from where it stopped. Every re-run finishes what is left, trains no
+finished cell again, leaves no half-written file, and ends with the outputs the uninterrupted run
+(the session's smoke run, tests/workspace.py) wrote. A queue worker killed mid-experiment:
+tests/test_two_commands.py; queued cells of the real pipeline re-queued and collected:
+tests/test_queue.py."""
 
 import json
 import random
@@ -14,11 +15,10 @@ import subprocess
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.workspace import (CELLS, ENV, TARGET, Run, drained_queue, leftovers, make_clone,
-                             outputs, queue_workers, ran_stages, sh)
+from tests.workspace import (CELLS, ENV, TARGET, Run, leftovers, make_clone, outputs, ran_stages,
+                             sh)
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -155,42 +155,3 @@ def test_killed_anywhere_a_re_run_finishes_and_loses_nothing(pristine, smoke_fir
     hit = {k.rsplit(" (", 1)[0] for k in injected}
     assert {"generation", "training, before its first checkpoint", "training, after a checkpoint",
             "DVC recording a trained cell", "evaluation", "the report"} <= hit, kills
-
-
-def test_a_queued_experiment_whose_worker_is_killed_runs_again_to_the_same_end(
-        pristine, smoke_first_run, tmp_path):
-    """The queue's worker (and the stage it runs) killed once the cell has written a
-    checkpoint: `dvc queue kill` marks the experiment failed, the experiment queued again under
-    its name runs to the end, `dvc repro` collects it from the run cache without running a
-    stage, and its evaluation is the uninterrupted run's."""
-    ws = tmp_path / "ws"
-    shutil.copytree(pristine, ws, symlinks=True)
-    cell = f"evaluate-looped@{CELLS[0]}"
-
-    def queue_and_start():
-        sh(["dvc", "exp", "run", "--queue", "-n", "killed", "-S", "profile=smoke", cell], ws)
-        subprocess.run(["dvc", "queue", "start", "-j", "1"], cwd=ws, env=ENV, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    try:
-        queue_and_start()
-        end = time.monotonic() + 600
-        while not list(ws.glob(f".dvc/tmp/exps/*/runs/looped/{CELLS[0]}/checkpoint.pt")):
-            assert time.monotonic() < end, sh(["dvc", "queue", "status"], ws)
-            time.sleep(0.005)
-        victims = queue_workers(ws)
-        assert victims, "no queue worker found"
-        for proc in victims:
-            proc.kill()
-        psutil.wait_procs(victims, timeout=30)
-        sh(["dvc", "queue", "kill", "killed"], ws)
-        queue_and_start()
-        status = drained_queue(ws)
-        assert re.search(r"\skilled\s.*Success$", status, flags=re.M), status
-    finally:
-        sh(["dvc", "queue", "stop", "--kill"], ws, check=False)
-    # collected in the workspace from the run cache, as the queued-grid recipe does
-    out = sh(["dvc", "repro", cell], ws)
-    assert "Running stage" not in out and f"Stage '{cell}' is cached - skipping run" in out, out
-    assert (ws / f"plots/looped/eval/{CELLS[0]}.csv").read_text() == \
-        outputs(smoke_first_run.saved)[f"eval/{CELLS[0]}"]

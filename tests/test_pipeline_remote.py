@@ -55,8 +55,8 @@ def laptop(published: Path, name: str, rev: str = "main") -> Path:
 
 
 def test_a_pulled_commit_reproduces_without_training(first_run, published):
-    """git clone + dvc pull: `dvc repro` runs nothing, and an evaluation-only key re-evaluates
-    without training."""
+    """git clone + dvc pull: `dvc repro` runs nothing, and the outputs are the GPU machine's to
+    the byte."""
     here = laptop(published, "laptop")
     sh(["dvc", "pull"], here)
     assert "Running stage" not in sh(["dvc", "repro"], here)
@@ -64,13 +64,6 @@ def test_a_pulled_commit_reproduces_without_training(first_run, published):
     gpu = first_run.saved / "gpu"
     for name in ("metrics/headline.json", "metrics/summary.json", "plots/expr/accuracy_vs_params.png"):
         assert (here / name).read_bytes() == (gpu / name).read_bytes(), name
-    out = sh(["dvc", "exp", "run", *SMOKE, "-S", "abacus.eval.recurrences=[1,2,3]"],
-             here)
-    # the benchmark's cells on the abacus task read its evaluation block too, and its report
-    bench = {f"evaluate-bench-abacus-{m}@0" for m in ("gpt", "lstm", "retran")}
-    assert ran_stages(out) == {"evaluate-abacus@abacus-l2r2-0", "aggregate-tables",
-                               "render-figures-abacus", "results", "render-figures-bench", *bench}
-    assert "acc_r3" in json.loads((here / "metrics/summary.json").read_text())["abacus"]["abacus-l2r2-0"]
 
 
 def test_arithrepro_repro_pull_restores_every_stage_and_trains_none(first_run, published):
@@ -104,23 +97,35 @@ def test_the_run_cache_restores_cells_without_a_lock_file(published):
                                                               here).split()) - 1
 
 
-def test_a_pulled_clone_changes_a_sweep_and_a_setting_training_only_those_cells(published):
-    """Another machine's results pulled, one value of a modular sweep replaced by another trains
-    the new value's run (the dropped one leaves the results) and a charlm architecture changed
-    retrains its runs: every other run stays as pulled, each run a cached DVC cell, and the
-    reports follow."""
+def test_a_pulled_clone_changes_settings_and_trains_only_the_cells_they_reach(published):
+    """Another machine's results pulled, one experiment changes four kinds of setting at once, and
+    each reaches exactly its own cells: a modular sweep's value replaced trains the new value's run
+    (the dropped one leaves the results); a charlm architecture changed retrains its run; a GPT
+    learning rate retrains the GPT cells of every task, the benchmark's included; an
+    evaluation-only key re-evaluates abacus's cells without training them. Every other run stays
+    as pulled, each run a cached DVC cell, and only the reports they feed follow."""
     here = laptop(published, "extend")
     sh(["dvc", "pull"], here)
     out = sh(["dvc", "exp", "run", *SMOKE, "-S", "modular.studies.data.sweep.r_train=[0.3,0.5]",
-              "-S", "charlm.architectures.gru.d_model=24"], here)
+              "-S", "charlm.architectures.gru.d_model=24", "-S", "models.gpt.lr=0.02",
+              "-S", "abacus.eval.recurrences=[1,2,3]"], here)
     ran = ran_stages(out)
+    gpt = {"expr@gpt-small-0", "expr@gpt-large-0", "bench-abacus-gpt@0", "bench-looped-gpt@0"}
     trained = {s for s in ran if s.startswith("train-")}
-    assert trained == {"train-modular-data@lstm-std-0.5-0", "train-charlm@gru-s16-0"}, trained
-    assert not any(s.startswith(("generate-", "evaluate-", "charlm-corpus")) for s in ran), ran
-    assert {"aggregate-tables", "render-figures-modular", "render-figures-charlm", "results"} <= ran, ran
-    assert not {"render-figures-expr", "render-figures-abacus", "render-figures-looped"} & ran, ran
-    modular = json.loads((here / "metrics" / "summary.json").read_text())["modular"]
-    assert "lstm-std-data.r0.5-0" in modular and "lstm-std-data.r0.7-0" not in modular
+    assert trained == {"train-modular-data@lstm-std-0.5-0", "train-charlm@gru-s16-0",
+                       *(f"train-{c}" for c in gpt)}, trained
+    # the benchmark's cells on the abacus task read its evaluation block too
+    evaluated = {s for s in ran if s.startswith("evaluate-")}
+    assert evaluated == {*(f"evaluate-{c}" for c in gpt), "evaluate-abacus@abacus-l2r2-0",
+                         *(f"evaluate-bench-abacus-{m}@0" for m in ("lstm", "retran"))}, evaluated
+    assert not any(s.startswith(("generate-", "charlm-corpus")) for s in ran), ran
+    assert {"aggregate-tables", "results", *(f"render-figures-{t}" for t in
+            ("expr", "abacus", "modular", "charlm", "bench"))} <= ran, ran
+    assert "render-figures-looped" not in ran, ran
+    summary = json.loads((here / "metrics" / "summary.json").read_text())
+    assert "lstm-std-data.r0.5-0" in summary["modular"]
+    assert "lstm-std-data.r0.7-0" not in summary["modular"]
+    assert "acc_r3" in summary["abacus"]["abacus-l2r2-0"]
 
 
 def test_an_experiment_moves_with_exp_push_and_pull(first_run, published):
