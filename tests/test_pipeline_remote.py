@@ -103,12 +103,16 @@ def test_a_pulled_clone_changes_settings_and_trains_only_the_cells_they_reach(pu
     (the dropped one leaves the results); a charlm architecture changed retrains its run; a GPT
     learning rate retrains the GPT cells of every task, the benchmark's included; an
     evaluation-only key re-evaluates abacus's cells without training them. Every other run stays
-    as pulled, each run a cached DVC cell, and only the reports they feed follow."""
+    as pulled, each run a cached DVC cell, and only the reports they feed follow. Run by README
+    command 1's `arithrepro repro` (two stages at once), which runs what `dvc repro` would: the
+    stages DVC finds changed (`dvc exp run -S` composes and runs the same plan: test_pipeline.py's
+    experiment and the published fixture's)."""
     here = laptop(published, "extend")
     sh(["dvc", "pull"], here)
-    out = sh(["dvc", "exp", "run", *SMOKE, "-S", "modular.studies.data.sweep.r_train=[0.3,0.5]",
-              "-S", "charlm.architectures.gru.d_model=24", "-S", "models.gpt.lr=0.02",
-              "-S", "abacus.eval.recurrences=[1,2,3]"], here)
+    sh(["arithrepro", "compose-params", *SMOKE, "-S", "modular.studies.data.sweep.r_train=[0.3,0.5]",
+        "-S", "charlm.architectures.gru.d_model=24", "-S", "models.gpt.lr=0.02",
+        "-S", "abacus.eval.recurrences=[1,2,3]"], here)
+    out = sh(["arithrepro", "repro", "--jobs", "2"], here)
     ran = ran_stages(out)
     gpt = {"expr@gpt-small-0", "expr@gpt-large-0", "bench-abacus-gpt@0", "bench-looped-gpt@0"}
     trained = {s for s in ran if s.startswith("train-")}
@@ -126,6 +130,7 @@ def test_a_pulled_clone_changes_settings_and_trains_only_the_cells_they_reach(pu
     assert "lstm-std-data.r0.5-0" in summary["modular"]
     assert "lstm-std-data.r0.7-0" not in summary["modular"]
     assert "acc_r3" in summary["abacus"]["abacus-l2r2-0"]
+    assert "Running stage" not in sh(["dvc", "repro"], here)
 
 
 def test_an_experiment_moves_with_exp_push_and_pull(first_run, published):
