@@ -52,8 +52,8 @@ def test_python_docs_corpus_is_prose_and_stable():
     words = text.split()
     assert sum(w.isalpha() and w.islower() for w in words) > 0.5 * len(words)
     assert {".", ",", "(", ")", "'", "\n"} <= set(text) and len(set(text)) > 70
-    # past the help() topics, the standard library's docstrings
-    assert len(charlm_corpus.python_docs_text(2_000_000)) == 2_000_000
+    # past the help() topics (about 465k characters), the standard library's docstrings
+    assert len(charlm_corpus.python_docs_text(600_000)) == 600_000
 
 
 def test_tinystories_txt_file_in_its_own_format(tmp_path):
