@@ -592,7 +592,10 @@ def cached(stages: list[str], remote: str | None, root: Path | None = None) -> s
     with working_dir(root or Path.cwd()), Repo() as repo:   # DVC finds stages from the cwd
         try:
             repo.stage_cache.pull(remote)
-        except Exception:   # a remote without run-cache support: nothing known
+        except Exception as err:   # a remote without run-cache support, a failed pull: nothing known
+            print(f"warning: remote {remote or '(default)'}: its run cache could not be read "
+                  f"({type(err).__name__}: {str(err).strip() or 'no message'}); every cell counts "
+                  "as not trained", file=sys.stderr)
             return found
         for name in stages:
             stage = repo.stage.collect(name)[0]

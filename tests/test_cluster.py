@@ -134,6 +134,15 @@ def test_a_configurations_seeds_train_as_one_ensemble_job(tmp_path):
     assert "2 already in the remote's run cache" in sh([*LOCAL, "train-looped"], again)
 
 
+def test_a_run_cache_that_cannot_be_read_is_one_warning_and_counts_as_empty(tmp_path, capsys):
+    sh(["dvc", "init", "-q", "--no-scm"], tmp_path)
+    (tmp_path / "dvc.yaml").write_text("stages:\n  s:\n    cmd: echo\n")
+    assert cluster.cached(["s"], "nowhere", tmp_path) == set()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: remote nowhere: its run cache could not "
+                                               "be read (") and "not trained" in err[0], err
+
+
 def test_without_a_remote_nothing_starts(tmp_path):
     ws = make_clone(tmp_path / "ws")
     sh(["arithrepro", "compose-params", "-S", "profile=smoke"], ws)
