@@ -33,7 +33,7 @@ def no_gpu_driver() -> bool:
 
 
 def resolve_device(device: str) -> str:
-    if device in ("auto", "cpu") and (device == "cpu" or no_gpu_driver()):
+    if device == "cpu" or (device == "auto" and no_gpu_driver()):
         return "cpu"
     import torch
 

@@ -328,8 +328,9 @@ def test_a_forced_rerun_gives_the_same_metrics(first_run, clone, tmp_path):
                              for s in stale), stale
 
 
-# A sweep extended, an architecture changed, a learning rate and an evaluation-only key: the
-# remote scenarios' experiment, in a pulled clone (tests/test_pipeline_remote.py).
+# The clone's one experiment: a sampling temperature, which trains nothing. (A sweep extended, an
+# architecture changed, a learning rate and an evaluation-only key are the remote scenarios'
+# change of params, in a pulled clone: tests/test_pipeline_remote.py.)
 SAMPLED = [*SMOKE, "-S", "charlm.sample.temperature=0.5"]
 
 

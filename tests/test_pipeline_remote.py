@@ -98,8 +98,8 @@ def test_the_run_cache_restores_cells_without_a_lock_file(published):
 
 
 def test_a_pulled_clone_changes_settings_and_trains_only_the_cells_they_reach(published):
-    """Another machine's results pulled, one experiment changes four kinds of setting at once, and
-    each reaches exactly its own cells: a modular sweep's value replaced trains the new value's run
+    """Another machine's results pulled, one change of params sets four kinds of setting at once,
+    and each reaches exactly its own cells: a modular sweep's value replaced trains the new value's run
     (the dropped one leaves the results); a charlm architecture changed retrains its run; a GPT
     learning rate retrains the GPT cells of every task, the benchmark's included; an
     evaluation-only key re-evaluates abacus's cells without training them. Every other run stays
