@@ -75,11 +75,13 @@ def shapes(params: dict, tasks, keep: Callable = lambda run: True) -> Iterator[S
 
 def project(params: dict, tasks, warmup: int, steps: int, keep: Callable = lambda run: True,
             timings: dict | None = None, echo: Callable = lambda line: None,
-            stop_after_s: float | None = None,
-            ensemble: bool = False) -> list[tuple[Projection, list]]:
+            stop_after_s: float | None = None, ensemble: bool = False,
+            min_steps: int = 0) -> list[tuple[Projection, list]]:
     """(projection, its runs) for every shape of the runs `keep` keeps; `timings` (shape key ->
     Timing) shared across calls times each shape once. With `stop_after_s`, stops once the
     projections add up to more than that many seconds (enough to know a budget is exceeded).
+    With `min_steps`, a shape whose runs take fewer steps is built but neither timed nor
+    projected (no row).
     With `ensemble`, a shape's runs train as one ensemble, as `arithrepro repro` trains a
     configuration's pending seeds on a GPU (with those of the configurations it trains with:
     `as_ensembles`): its step is timed with every run as a member."""
@@ -91,6 +93,8 @@ def project(params: dict, tasks, warmup: int, steps: int, keep: Callable = lambd
     found = shapes(params, tasks, keep)
     for shape in as_ensembles(found) if ensemble else found:
         built = shape.build()
+        if built.data.batches.steps < min_steps:
+            continue
         members = len(shape.runs) if ensemble else 1
         key = _shape_key(shape.task, built, params["compile"]) + f" x{members}"
         if key not in timings:

@@ -60,8 +60,8 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
     stages done and the time left.
 
     Before training, a few steps of each run shape to train are timed (as `arithrepro
-    estimate` does): --dry prints each stage's projected time, and a plan projected beyond
-    --max-hours asks first. `dvc exp run` and `dvc repro` check nothing: run `arithrepro
+    estimate` does; not those of runs under 32 steps): --dry prints each stage's projected
+    time, and a plan projected beyond --max-hours asks first. `dvc exp run` and `dvc repro` check nothing: run `arithrepro
     estimate --profile P` before them.
 
     With --executor the training cells run as batch jobs instead, each in a checkout of its
@@ -115,7 +115,8 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
         else:
             code = reproduce(jobs, ensemble, targets, workers_in_process=not process_per_stage,
                              cpu=params["cpu"] if params else None, dry=dry, pull=pull,
-                             projected=_projected(params) if params else None,
+                             projected=_projected(params, min_steps=TIMED_FROM_STEPS)
+                             if params else None,
                              check=None if yes or not params else _check(params, max_hours),
                              gpus=gpus, per_gpu=per_gpu)
     except DvcException as err:   # a broken dvc.yaml, a held lock: DVC's own one line
@@ -138,19 +139,30 @@ def _options(pairs: tuple[str, ...], executor: str | None) -> dict[str, str]:
     return options
 
 
-def _projected(params: dict, stop_after_s: float | None = None, say: bool = True):
+# Timing a configuration runs four of its steps and a validation pass: for a run of a few dozen
+# steps that is a good part of the run itself. Here such runs go untimed; the time left counts
+# them at the pace of the stages that finished. (A cluster's time limits time every run.)
+TIMED_FROM_STEPS = 32
+
+
+def _projected(params: dict, stop_after_s: float | None = None, say: bool = True,
+               min_steps: int = 0):
     """{stage: its runs.Run} -> {stage: projected training seconds on this machine}, two
-    untimed and two timed steps per configuration."""
+    untimed and two timed steps per configuration; the runs of fewer than `min_steps` steps
+    are left out."""
     def projected(training: dict) -> dict[str, float]:
         from arithrepro.projection import project
 
         wanted = {run.cell for run in training.values()}
+        echo = (lambda line: click.echo(f"repro: {line}", err=True)) if say else (lambda line: None)
         rows = project(params, sorted({run.task for run in training.values()}), warmup=2,
-                       steps=2, keep=lambda run: run.cell in wanted,
-                       echo=(lambda line: click.echo(f"repro: {line}", err=True)) if say
-                       else (lambda line: None),
-                       stop_after_s=stop_after_s)
+                       steps=2, keep=lambda run: run.cell in wanted, echo=echo,
+                       stop_after_s=stop_after_s, min_steps=min_steps)
         per_cell = {r.cell: row.run_s for row, runs in rows for r in runs}
+        short = len(wanted - per_cell.keys())
+        if short and min_steps:
+            echo(f"not timing {short} run{'s' if short > 1 else ''} of fewer than {min_steps} "
+                 "steps (timing one costs about as much as running it)")
         return {stage: per_cell[run.cell] for stage, run in training.items()
                 if run.cell in per_cell}
 
@@ -166,7 +178,8 @@ def _check(params: dict, max_hours: float):
         from arithrepro.estimate import hours
 
         limit = max_hours * 3600
-        seconds = _projected(params, stop_after_s=limit * at_once, say=False)(training)
+        seconds = _projected(params, stop_after_s=limit * at_once, say=False,
+                             min_steps=TIMED_FROM_STEPS)(training)
         wall = sum(seconds.values()) / at_once
         if wall <= limit:
             return seconds

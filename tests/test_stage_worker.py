@@ -94,6 +94,40 @@ def test_no_value_outside_the_update_changes(tmp_path, before, changed, big):
     assert ours.decode() == dumps_yaml({"schema": "2.0", "stages": {**before, **changed}})
 
 
+@settings(max_examples=20, **SLOW)
+@given(before=locks, data=st.data())
+def test_an_entry_removed_or_the_stages_reordered_writes_dvcs_bytes(tmp_path, before, data):
+    """Where the kept text cannot be spliced in order (an entry gone, the stages in another
+    order), the worker writes the file as DVC would."""
+    names = list(before)
+    gone = data.draw(st.sampled_from(names))
+    order = data.draw(st.permutations([n for n in names if n != gone]))
+
+    def update(lock):
+        stages = lock["stages"]
+        lock["stages"] = {name: stages[name] for name in order}
+
+    ours, theirs = both(tmp_path, dumps_yaml({"schema": "2.0", "stages": before}), update)
+    assert ours == theirs
+
+
+def test_only_the_entry_that_changed_is_dumped(tmp_path, monkeypatch):
+    """A stage recorded in a lock of many: its entry is the only YAML written, the others' text
+    is kept, and the file is DVC's bytes."""
+    before = {f"train@{i}": {"cmd": f"arithrepro train {i}", "deps": [
+        {"path": f"runs/run-{i}/a/path/long/enough/to/be/wrapped/by/the/dumper/at/eighty/"
+                 "columns.tsv", "hash": "md5", "md5": f"{i:032x}", "size": i}],
+        "params": {"params.yaml": {"eps": 1e-08, "steps": i, "on": "yes"}}} for i in range(20)}
+    changed = {"train@7": {**before["train@7"], "cmd": "arithrepro train 7 again"},
+               "train@20": before["train@0"]}
+    dumped = []
+    plain = stage_worker._dumped
+    monkeypatch.setattr(stage_worker, "_dumped", lambda d: dumped.append(d) or plain(d))
+    ours, theirs = both(tmp_path, *updated(before, changed))
+    assert ours == theirs
+    assert [list(d["stages"]) for d in dumped] == [["train@7"], ["train@20"]]
+
+
 def test_the_first_lock_and_only_the_lock_take_the_fast_path(tmp_path, monkeypatch):
     """With no dvc.lock yet the worker writes DVC's first one; dvc.yaml, which users comment,
     goes through DVC's round trip (its comments kept); nothing is left beside the files."""
