@@ -116,6 +116,8 @@ def test_each_word_of_the_design_has_one_row_and_the_code_keeps_to_it():
                    and isinstance(n.value, str) and n.value.startswith("--") for s in [n.value]}
         assert not banned & names, (path.name, banned & names)
         assert not {f"--{w}" for w in banned} & options, path.name
+
+
 def test_a_cell_is_only_dvcs_and_a_size_only_a_models():
     """"cell" names DVC's stage x matrix item only: no class outside the models (a recurrent
     cell) is called one; "size" names a model's size only: nothing the code builds (an
@@ -137,8 +139,6 @@ def test_a_cell_is_only_dvcs_and_a_size_only_a_models():
     funcs = {n.name for path in _code() for n in ast.walk(ast.parse(path.read_text()))
              if isinstance(n, ast.FunctionDef) and n.name == "size"}
     assert not funcs
-
-
 
 
 def _imported(path: Path) -> set[str]:
