@@ -158,3 +158,57 @@ def test_a_write_that_fails_leaves_the_lock_as_it_was(tmp_path):
         data["stages"]["b"] = {"cmd": "x"}
         raise RuntimeError("the stage's entry could not be made")
     assert lock.read_bytes() == before
+
+
+def _same(a, b) -> bool:
+    """Equal values of the same types all the way down (1, 1.0 and True are not the same)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b or (a != a and b != b)   # NaN
+
+
+@pytest.fixture
+def kept_reads(monkeypatch):
+    """The worker's YAML reads patched in for one test (undone after it): the parser as the
+    worker's DVC calls it, and DVC's own."""
+    import dvc.utils.serialize as serialize
+    import dvc.utils.serialize._yaml as yaml_module
+    import dvc.utils.strictyaml as strictyaml
+
+    plain = yaml_module.parse_yaml
+    for module in (yaml_module, serialize, strictyaml):
+        monkeypatch.setattr(module, "parse_yaml", plain)
+    monkeypatch.setattr(stage_worker, "_PARSED", {})
+    stage_worker.patch_yaml_reads()
+    stage_worker.patch_yaml_reads()   # twice: wrapped once
+    assert yaml_module.parse_yaml is serialize.parse_yaml is strictyaml.parse_yaml is not plain
+    assert yaml_module.parse_yaml.kept and not getattr(plain, "kept", False)
+    return yaml_module.parse_yaml, plain
+
+
+@settings(max_examples=60, **SLOW)
+@given(value=st.dictionaries(text(min_size=1, max_size=12), values, max_size=4))
+def test_a_text_read_again_gives_the_same_values_in_new_objects(kept_reads, value):
+    parse, plain = kept_reads
+    text = dumps_yaml(value)
+    first, again = parse(text, "x"), parse(text, "x")
+    assert _same(first, plain(text, "x")) and _same(again, plain(text, "x"))
+    first["changed by DVC"] = []
+    assert _same(parse(text, "x"), plain(text, "x")) and again is not first
+
+
+def test_values_json_cannot_carry_are_parsed_every_time_and_the_kept_texts_are_few(kept_reads):
+    parse, plain = kept_reads
+    dated = "when: 2024-05-01\nsteps: 3\n"
+    assert _same(parse(dated, "x"), plain(dated, "x")) and dated not in stage_worker._PARSED
+    numbered = "1: one\n"
+    assert parse(numbered, "x") == {1: "one"} and numbered not in stage_worker._PARSED
+    for i in range(20):
+        parse(f"steps: {i}\n", "x")
+    assert list(stage_worker._PARSED) == [f"steps: {i}\n" for i in range(12, 20)]
+    with pytest.raises(Exception, match="corrupted"):
+        parse("a: [1,", "broken.yaml")
