@@ -168,11 +168,8 @@ def patch_yaml_reads() -> None:
     same values in new objects, so what DVC changes in one stays out of the next
     (tests/test_stage_worker.py). A value JSON cannot carry (a date, a key that is not a
     string) is parsed every time."""
-    import dvc.utils.serialize as serialize
-    import dvc.utils.serialize._yaml as yaml_module
-    import dvc.utils.strictyaml as strictyaml
-
-    plain = yaml_module.parse_yaml
+    readers = yaml_readers()
+    plain = readers[0].parse_yaml
     if getattr(plain, "kept", False):
         return
 
@@ -194,8 +191,18 @@ def patch_yaml_reads() -> None:
         return value
 
     parse_yaml.kept = True
-    for module in (yaml_module, serialize, strictyaml):
+    for module in readers:
         module.parse_yaml = parse_yaml
+
+
+def yaml_readers() -> tuple:
+    """DVC's modules that hold the YAML parser under the name they call it by (the defining
+    module first): what `patch_yaml_reads` replaces."""
+    import dvc.utils.serialize as serialize
+    import dvc.utils.serialize._yaml as yaml_module
+    import dvc.utils.strictyaml as strictyaml
+
+    return yaml_module, serialize, strictyaml
 
 
 _PARSED: dict[str, str] = {}   # a YAML text -> its values as JSON, oldest first
@@ -232,10 +239,10 @@ def _entries(text: str, data: dict):
     {stage: (its entry's text, its value as JSON)}) of a lock file whose stages are its last
     key, one entry per stage in their order, without anchors; None for any other file (it is
     written whole)."""
-    stages = data.get("stages") if isinstance(data, dict) else None
-    if not stages or not isinstance(stages, dict) or list(data)[-1] != "stages" \
-            or _ALIAS.search(text):
+    top = _top(data)
+    if top is None or _ALIAS.search(text):
         return None
+    stages = data["stages"]
     starts = [m.start() for m in _ENTRY.finditer(text)]
     head = text[:starts[0]] if starts else ""
     if len(starts) != len(stages) or not head.endswith("\nstages:\n") \
@@ -243,7 +250,7 @@ def _entries(text: str, data: dict):
         return None
     ends = [*starts[1:], len(text)]
     try:
-        return head, _json({k: v for k, v in data.items() if k != "stages"}), {
+        return head, top, {
             name: (text[a:b], _json(entry))
             for (name, entry), a, b in zip(stages.items(), starts, ends)}
     except (TypeError, ValueError):
@@ -256,13 +263,11 @@ def _spliced(data: dict, kept) -> str | None:
     if kept is None:
         return None
     head, top, before = kept
-    stages = data.get("stages")
+    if _top(data) != top:
+        return None
+    parts = [head]
     try:
-        if not stages or not isinstance(stages, dict) or list(data)[-1] != "stages" \
-                or _json({k: v for k, v in data.items() if k != "stages"}) != top:
-            return None
-        parts = [head]
-        for name, entry in stages.items():
+        for name, entry in data["stages"].items():
             old = before.get(name)
             if old is not None and old[1] == _json(entry):
                 parts.append(old[0])
@@ -274,6 +279,18 @@ def _spliced(data: dict, kept) -> str | None:
     except (TypeError, ValueError):
         return None
     return "".join(parts)
+
+
+def _top(data) -> str | None:
+    """The top-level keys but the stages, as JSON, of a lock whose stages are a non-empty
+    mapping and its last key; None for any other."""
+    stages = data.get("stages") if isinstance(data, dict) else None
+    if not stages or not isinstance(stages, dict) or list(data)[-1] != "stages":
+        return None
+    try:
+        return _json({k: v for k, v in data.items() if k != "stages"})
+    except (TypeError, ValueError):
+        return None
 
 
 def _json(value) -> str:

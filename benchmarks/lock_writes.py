@@ -21,16 +21,12 @@ from pathlib import Path
 def _timed(modify, path: Path, round_: int) -> float:
     """What every stage's record does: read, replace the stage's entry (here the middle one's,
     a value in it changed each round), write."""
-    import copy
-
     t0 = time.process_time()
     with modify(path) as data:
         stages = data.setdefault("stages", {})
         if stages:
             name = list(stages)[len(stages) // 2]
-            entry = copy.deepcopy(dict(stages[name]))
-            entry["cmd"] = f"{entry.get('cmd', '')} ".rstrip() + f" # {round_}"
-            stages[name] = entry
+            stages[name] = {**stages[name], "cmd": f"{stages[name].get('cmd', '')} # {round_}"}
     return time.process_time() - t0
 
 

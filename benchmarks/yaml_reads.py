@@ -31,10 +31,6 @@ def _stages(stages: list[str]) -> float:
 
 
 def main() -> None:
-    import dvc.utils.serialize as serialize
-    import dvc.utils.serialize._yaml as yaml_module
-    import dvc.utils.strictyaml as strictyaml
-
     from arithrepro import stage_worker
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -43,10 +39,10 @@ def main() -> None:
     args = parser.parse_args()
     stage_worker.patch_dvc()
     stage_worker.patch_lock_writes()
-    plain = yaml_module.parse_yaml
+    modules = stage_worker.yaml_readers()
+    plain = modules[0].parse_yaml
     stage_worker.patch_yaml_reads()
-    kept = yaml_module.parse_yaml
-    modules = (yaml_module, serialize, strictyaml)
+    kept = modules[0].parse_yaml
     _stages(args.stages[:1])   # imports and the first parses, before any round
     best = {"parsed every time": float("inf"), "kept": float("inf")}
     for _ in range(args.rounds):

@@ -61,8 +61,8 @@ def repro(params_path: str, jobs: int | None, ensemble: bool | None, dry: bool, 
 
     Before training, a few steps of each run shape to train are timed (as `arithrepro
     estimate` does; not those of runs under 32 steps): --dry prints each stage's projected
-    time, and a plan projected beyond --max-hours asks first. `dvc exp run` and `dvc repro` check nothing: run `arithrepro
-    estimate --profile P` before them.
+    time, and a plan projected beyond --max-hours asks first. `dvc exp run` and `dvc repro`
+    check nothing: run `arithrepro estimate --profile P` before them.
 
     With --executor the training cells run as batch jobs instead, each in a checkout of its
     own, and the workspace collects them from the DVC remote (docs/cluster.md)."""

@@ -179,8 +179,9 @@ def kept_reads(monkeypatch):
     import dvc.utils.serialize._yaml as yaml_module
     import dvc.utils.strictyaml as strictyaml
 
+    assert stage_worker.yaml_readers() == (yaml_module, serialize, strictyaml)
     plain = yaml_module.parse_yaml
-    for module in (yaml_module, serialize, strictyaml):
+    for module in stage_worker.yaml_readers():
         monkeypatch.setattr(module, "parse_yaml", plain)
     monkeypatch.setattr(stage_worker, "_PARSED", {})
     stage_worker.patch_yaml_reads()
