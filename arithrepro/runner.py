@@ -143,9 +143,9 @@ def _write(task, run: Run, built: Built, result: dict, params: dict, where: Plac
         "params": count_params(built.net),
         **{k: v for k, v in result.items() if not k.endswith("_curve")},
         **({"trained_with": copies} if copies > 1 else {})}, origin)
-    record = task.record(run, built, result, summary, params)
-    if record is not None:
-        curve = task.curve(run, result)
+    scored = task.scores(run, built, result, summary, params)
+    if scored is not None:
+        record, curve = scored
         if curve is not None:
             write_frame(run.files.curve, curve)
         write_record(run.files.record, run, record, origin)

@@ -46,7 +46,7 @@ def _module_ranges(net) -> list:
 
 def profile_job(net, batches, cfg, steps: int, top: int) -> str:
     from arithrepro.device import autocast
-    from arithrepro.train.batches import micro_batches
+    from arithrepro.train.micro import micro_batches
     from arithrepro.train.losses import training_loss
     from arithrepro.train.parts import make_optimizer
 

@@ -17,7 +17,7 @@ import torch
 from arithrepro.models.registry import MODELS
 from arithrepro.tasks.expr import TASK, Split, encode
 from arithrepro.observers import Observer
-from arithrepro.train.batches import EpochBatches
+from arithrepro.batches import EpochBatches
 
 # The expr grid's language models and the source's sizes for them, as the fields
 from arithrepro.train.loop import fit

@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arithrepro.train.batches import EpochBatches
+from arithrepro.batches import EpochBatches
 
 
 def rows(n, batch_size, epochs=3, seed=7):

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from arithrepro import estimate
 from arithrepro.stages.estimate import estimate as estimate_command
 from arithrepro.tasks.registry import TASKS
-from arithrepro.train.batches import StreamBatches
+from arithrepro.batches import StreamBatches
 from arithrepro.train.config import TrainConfig
 from tests.helpers import build, run, sources
 

@@ -7,7 +7,7 @@ import torch
 from arithrepro.models.registry import MODELS, build_model
 from arithrepro.tasks.expr import PAD, TASK, Split, encode
 from arithrepro.tasks.expr_grammar import generate_unique
-from arithrepro.train.batches import micro_batches
+from arithrepro.train.micro import micro_batches
 from arithrepro.train.losses import training_loss
 
 SIZES = {"gpt": {"d_model": 16, "d_ff": 32, "d_sa": 16, "layers": 2, "heads": 4},

@@ -99,6 +99,26 @@ def test_every_task_builds_its_runs_the_same_way(task, smoke):
     assert x.shape[0] == y.shape[0] == mask.shape[0] > 0
 
 
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_a_stage_finds_its_run_by_asking_its_task_once(task, smoke):
+    """lookup.find asks the task for the one configuration that trains the named run, built from
+    the params themselves; a name no configuration trains is refused, naming the runs there
+    are."""
+    from arithrepro.lookup import find
+    from arithrepro.schema import ParamsError
+
+    t = TASKS[task]
+    listed = t.configs(smoke)
+    for c in listed:
+        for r in c.runs:
+            assert t.configs(smoke, run=r.name) == [c]
+            assert find(t, smoke, r.name) == r
+    assert t.configs(smoke, run="no-such-run-0") == []
+    first = listed[0].runs[0].name
+    with pytest.raises(ParamsError, match=f"run no-such-run-0: not a run of {task} .*{first}"):
+        find(t, smoke, "no-such-run-0")
+
+
 def test_each_word_of_the_design_has_one_row_and_the_code_keeps_to_it():
     """docs/design.md's "Words" gives each word one meaning; the code names an ensemble's runs
     by that word, never "together" or "lanes" (identifiers and command-line options)."""
@@ -164,3 +184,10 @@ def test_a_run_is_made_by_layers_that_call_only_down():
             reached = {m for m in _imported(path) if m.split(".")[:2] != ["arithrepro", part]}
             up = {m for m in reached if any(m == a or m.startswith(a + ".") for a in above)}
             assert not up, f"{path.relative_to(ROOT)} imports {sorted(up)}"
+    # a task's data is made of batches.py's pieces, which import no other part: the tasks and
+    # the loop meet there, and neither imports the other
+    assert _imported(package / "batches.py") == set()
+    for path in sorted((package / "tasks").glob("*.py")):
+        assert not {m for m in _imported(path) if m.startswith("arithrepro.train")}, path
+    for path in sorted((package / "train").glob("*.py")):
+        assert not {m for m in _imported(path) if m.startswith("arithrepro.tasks")}, path

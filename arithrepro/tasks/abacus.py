@@ -238,8 +238,10 @@ class AbacusTask(StreamTask):
         return draw
 
     def valid_set(self, params: dict, data_dir: Path, device):
+        from arithrepro.batches import rows
+
         v = {k: t.to(device) for k, t in self.load(data_dir, "valid").items()}
-        return (lambda idx: self.lm_batch(v["tokens"][idx], v["eq"][idx], v["end"][idx])), len(v["eq"])
+        return rows(*self.lm_batch(v["tokens"], v["eq"], v["end"]))
 
     # --- evaluation -----------------------------------------------------------------------
     @staticmethod

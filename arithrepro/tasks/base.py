@@ -23,8 +23,9 @@ runs.py's Config: a model at a size with its architecture, loop and settings, ov
 dvc.yaml's order, each seed a cell of a train stage): it lists them (`listed`) and builds one
 (`config`), and gives a run its `data`. runner.build makes a run from its configuration and its
 data, the same for every task; arithrepro/runner.py trains it. modular and charlm score their
-runs as they train: they return their records' fields from `record` (and modular its curve from
-`curve`), which the runner writes; they build the registry models their TAKES names (`own`).
+runs as they train: they return their records' fields and curve from `scores`, which the runner
+writes; they build the registry models their TAKES names (`own`). A task makes its data of
+arithrepro/batches.py's batches and rows and calls nothing of train/.
 
 What a task declares beside its data and scoring, its part of dvc.yaml, what its reports lead
 with and which models it takes, is in tasks/declared.py, defined in the task's module beside
@@ -113,13 +114,19 @@ class Task(ABC):
     def config(self, params: dict, *key, seeds=()) -> Config:
         """The configuration `key` names (one of `listed`'s), its values read from params."""
 
-    def configs(self, params: dict) -> list[Config]:
+    def configs(self, params: dict, run: str | None = None) -> list[Config]:
         """Every configuration these params ask for, in dvc.yaml's order. Listing them reads
         the lists that name them (a report that reads its runs' records reads those), not their
-        values: a stage that trains or reads a configuration's values builds it from the
-        params itself (`config`; lookup.find does so for the train stage)."""
+        values. run: only the configuration that trains the run of that name ([] if none
+        does), found without reading the lists and built from the params themselves, so that
+        the stage that trains or reads it records its values as its reads (lookup.find)."""
         plain = unrecorded(params)
-        return [self.config(plain, *key, seeds=seeds) for key, seeds in self.listed(params)]
+        listed = [self.config(plain, *key, seeds=seeds)
+                  for key, seeds in self.listed(params if run is None else plain)]
+        if run is None:
+            return listed
+        return [self.config(params, *c.key, seeds=c.seeds) for c in listed
+                if any(r.name == run for r in c.runs)]
 
     def runs(self, params: dict) -> list[Run]:
         """Every training run these params ask for, in dvc.yaml's order."""
@@ -131,16 +138,11 @@ class Task(ABC):
         and loop. trial: without the files earlier stages write, on data made in memory with
         the same shapes (`arithrepro estimate` times runs so)."""
 
-    def record(self, run: Run, built: Built, result: dict, summary: dict,
-               params: dict) -> dict | None:
-        """A task scored as it trains: its record's fields after the head (Run.head; the runner
-        adds the provenance last), from the training's result and its summary (train.json's
-        fields). None: the run is scored after training (the evaluate stage)."""
-        return None
-
-    def curve(self, run: Run, result: dict):
-        """A task scored as it trains: the table of its scores at every evaluation (a
-        DataFrame, written to Files.curve), or None."""
+    def scores(self, run: Run, built: Built, result: dict, summary: dict, params: dict):
+        """A task scored as it trains: (its record's fields after the head (Run.head; the
+        runner adds the provenance last), the table of its scores at every evaluation (a
+        DataFrame, written to Files.curve) or None), from the training's result and its summary
+        (train.json's fields). None: the run is scored after training (the evaluate stage)."""
         return None
 
 
@@ -155,7 +157,7 @@ class GridTask(Task):
 
     @abstractmethod
     def train_batches(self, params: dict, data_dir: Path, seed: int, device):
-        """The training run's batches: an EpochBatches or a StreamBatches (train/batches.py)."""
+        """The training run's batches: an EpochBatches or a StreamBatches (arithrepro/batches.py)."""
 
     @abstractmethod
     def valid_set(self, params: dict, data_dir: Path, device):
@@ -289,7 +291,7 @@ class StreamTask(GridTask):
                             checkpoint_every=integer(1), **extra)
 
     def train_batches(self, params: dict, data_dir: Path, seed: int, device):
-        from arithrepro.train.batches import StreamBatches
+        from arithrepro.batches import StreamBatches
 
         t = params[self.name]["train"]
         return StreamBatches(self.train_sampler(params, device), t["batch_size"], t["steps"], seed)

@@ -147,7 +147,7 @@ class CharLMTask(Task):
         and the vocabulary only sizes the embedding and the output layer)."""
         import torch
 
-        from arithrepro.train.batches import EpochBatches
+        from arithrepro.batches import EpochBatches
 
         s = run.config.settings
         corpus, sched = s["corpus"], s["schedule"]
@@ -167,9 +167,9 @@ class CharLMTask(Task):
                     files=files,
                     notes={"train_chunks": len(chunks.train), "val_chunks": len(chunks.val)})
 
-    def record(self, run: Run, built: Built, result: dict, summary: dict, params: dict) -> dict:
+    def scores(self, run: Run, built: Built, result: dict, summary: dict, params: dict):
         """Final and best validation loss, bits per character, parameters, train_seconds,
-        tokens/s (metrics/charlm/runs/<run>.json)."""
+        tokens/s (metrics/charlm/runs/<run>.json); no curve beside dvclive's."""
         import math
 
         final = float(result["val_curve"][-1]["val_loss"])
@@ -178,7 +178,7 @@ class CharLMTask(Task):
                 "best_val_loss": result["best_val_loss"], "best_step": result["best_step"],
                 "final_bpc": final / math.log(2), "best_bpc": result["best_val_loss"] / math.log(2),
                 "train_seconds": result["train_seconds"], "tokens_per_s": result["tokens_per_s"],
-                "vocab_size": built.arch["dims"]["vocab_size"], **built.data.notes}
+                "vocab_size": built.arch["dims"]["vocab_size"], **built.data.notes}, None
 
 
 TASK = CharLMTask()

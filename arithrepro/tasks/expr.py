@@ -210,7 +210,7 @@ class ExprTask(GridTask):
 
     def _epochs(self, params: dict, split: Split, n: int, seed: int, device):
         """Epochs over n rows; row i is split's row i mod len(split)."""
-        from arithrepro.train.batches import EpochBatches
+        from arithrepro.batches import EpochBatches
 
         t = params["expr"]["train"]
         loss_on = params["expr"]["train"]["loss_on"]

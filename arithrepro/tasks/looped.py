@@ -138,9 +138,11 @@ class LoopedTask(StreamTask):
     def valid_set(self, params: dict, data_dir: Path, device):
         import torch
 
+        from arithrepro.batches import rows
+
         (v,) = self.load(data_dir, "valid").values()
         x, y = v["x"].to(device), v["y"].to(device)
-        return (lambda idx: (x[idx], y[idx], torch.ones_like(y[idx], dtype=torch.bool))), len(y)
+        return rows(x, y, torch.ones_like(y, dtype=torch.bool))
 
     # --- evaluation -----------------------------------------------------------------------
     def eval_count(self, params: dict, model) -> int:

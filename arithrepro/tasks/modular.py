@@ -143,19 +143,21 @@ class ModularTask(Task):
     def data(self, run: Run, params: dict, device, trial: bool = False) -> Data:
         """The study's splits, made in memory (a trial's are the run's own); the loop validates
         by scoring both in full, the loss and the validation from the first scored position."""
-        from arithrepro.train.batches import EpochBatches
+        from arithrepro.batches import EpochBatches, rows
 
         c = run.config.settings
         splits = Splits(c, run.seed, device)
         train = splits.splits["train"]
-        batches = EpochBatches(lambda idx: (train.x[idx], train.y[idx], train.mask[idx]),
-                               len(train.x), c["batch_size"], 1, run.seed, device,
-                               steps=c["steps"])
+        batches = EpochBatches(*rows(train.x, train.y, train.mask), c["batch_size"], 1, run.seed,
+                               device, steps=c["steps"])
         return Data(batches, splits.evaluate, loop={"outputs_from": splits.outputs_from})
 
-    def record(self, run: Run, built: Built, result: dict, summary: dict, params: dict) -> dict:
+    def scores(self, run: Run, built: Built, result: dict, summary: dict, params: dict):
         """The source's metrics from the evaluation curve, per order when orders are mixed,
-        and within each budget of the compute study (metrics/modular/runs/<study>/<run>.json)."""
+        and within each budget of the compute study (metrics/modular/runs/<study>/<run>.json),
+        and both sets' scores at every evaluation (`dvc plots` overlays train and validation)."""
+        import pandas as pd
+
         c, curve = built.read["settings"], result["val_curve"]
         out = {"params": summary["params"] - embedding_params(built.net),
                **{k: v for k, v in c.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
@@ -177,13 +179,7 @@ class ModularTask(Task):
         has_budgets = "budgets" in peek(params, "modular", "studies", run.group)
         for alpha in params["modular"]["studies"][run.group]["budgets"] if has_budgets else []:
             out.update(curve_metrics(curve, upto=int(alpha * c["steps"]), prefix=f"a{alpha:g}_"))
-        return out
-
-    def curve(self, run: Run, result: dict):
-        """Both sets' scores at every evaluation (`dvc plots` overlays train and validation)."""
-        import pandas as pd
-
-        return pd.DataFrame(result["val_curve"]).drop(columns="epoch")
+        return out, pd.DataFrame(curve).drop(columns="epoch")
 
 
 TASK = ModularTask()

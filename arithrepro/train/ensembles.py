@@ -21,7 +21,7 @@ import copy
 import torch
 
 from arithrepro.stacking import Ensemble
-from arithrepro.train.batches import micro_batches
+from arithrepro.train.micro import micro_batches
 from arithrepro.train.losses import gathered_loss, masked_loss, outputs
 
 

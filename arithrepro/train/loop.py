@@ -1,7 +1,7 @@
 """fit: the one training loop.
 
 What it takes:
-- `batches`: EpochBatches or StreamBatches (train/batches.py), or an Ensemble's CopiesBatches;
+- `batches`: EpochBatches or StreamBatches (arithrepro/batches.py), or an Ensemble's CopiesBatches;
 - `valid`: the fixed validation set as (make_batch, n), or a function model -> {"val_loss":
   ..., any other numbers} that evaluates whatever the task tracks (all of it lands in
   val_curve); for an Ensemble, one shared or a list with one per copy (`series` likewise, and

@@ -13,7 +13,7 @@ from arithrepro.runs import Built, Config, Data, Run
 from arithrepro.schema import choice, integer, list_of, number
 from arithrepro.tasks.base import Task
 from arithrepro.tasks.declared import Report, Stages, Takes
-from arithrepro.train.batches import EpochBatches
+from arithrepro.batches import EpochBatches, rows
 
 
 def strings(n: int, length: int, modulus: int, generator):
@@ -79,20 +79,18 @@ class RunningTask(Task):
         vx, vy = strings(b["n_valid"], b["length"], b["modulus"], g)
         x, y, vx, vy = (t.to(device) for t in (x, y, vx, vy))
         mask = torch.ones_like(y, dtype=torch.bool)
-        batches = EpochBatches(lambda idx: (x[idx], y[idx], mask[idx]), len(x), b["batch_size"],
-                               1, run.seed, device, steps=b["steps"])
+        batches = EpochBatches(*rows(x, y, mask), b["batch_size"], 1, run.seed, device,
+                               steps=b["steps"])
         return Data(batches, Scorer(vx, vy))
 
-    def record(self, run: Run, built: Built, result: dict, summary: dict, params: dict) -> dict:
-        last = result["val_curve"][-1]
-        return {"params": summary["params"], "steps": result["steps"], "val_acc": last["val_acc"],
-                "val_loss": last["val_loss"], "best_val_loss": result["best_val_loss"],
-                "train_seconds": result["train_seconds"]}
-
-    def curve(self, run: Run, result: dict):
+    def scores(self, run: Run, built: Built, result: dict, summary: dict, params: dict):
         import pandas as pd
 
-        return pd.DataFrame(result["val_curve"]).drop(columns="epoch")
+        last = result["val_curve"][-1]
+        return ({"params": summary["params"], "steps": result["steps"], "val_acc": last["val_acc"],
+                 "val_loss": last["val_loss"], "best_val_loss": result["best_val_loss"],
+                 "train_seconds": result["train_seconds"]},
+                pd.DataFrame(result["val_curve"]).drop(columns="epoch"))
 
 
 TASK = RunningTask()
