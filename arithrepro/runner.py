@@ -100,27 +100,24 @@ def _train_ensemble(task, runs: list[Run], builts: list[Built], params: dict, wh
     from arithrepro.live import Series
     from arithrepro.models.registry import spec_of
     from arithrepro.stacking import stacked
-    from arithrepro.train.ensembles import ensemble_of
-    from arithrepro.train.loop import fit
+    from arithrepro.train.loop import fit_copies
 
     first = builts[0]
     net, batches = stacked(builts)
     checkpoint = runs[0].files.checkpoint
     h = hashlib.sha256("".join(fingerprint(b) for b in builts).encode()).hexdigest()
-    ens = ensemble_of(net)
-    results = ens.per_copy(fit(net, batches, [b.data.valid for b in builts],
-                               [b.cfg for b in builts] if len(builts) > 1 else first.cfg,
-                               checkpoint, h, spec=spec_of(first.arch),
-                               series=[Series(r.files.live, b.read) for r, b in zip(runs, builts)]),
-                           "results")
+    copies = fit_copies(net, batches, [b.data.valid for b in builts],
+                        [b.cfg for b in builts] if len(builts) > 1 else first.cfg,
+                        checkpoint, h, spec=spec_of(first.arch),
+                        series=[Series(r.files.live, b.read) for r, b in zip(runs, builts)])
     if rank:
         return {}, []
     summaries, failed = {}, []
-    for i, (run, built, result) in enumerate(zip(runs, builts, results)):
-        if "failed" in result:
+    for run, built, (result, trained) in zip(runs, builts, copies):
+        if trained is None:
             failed.append(f"{run.name}: {result['failed']}")
             continue
-        built.net = ens.copy_of(i).eval()
+        built.net = trained.eval()
         summaries[run.name] = _write(task, run, built, result, params, where, copies=len(runs))
     checkpoint.unlink(missing_ok=True)  # finished: nothing left to resume
     return summaries, failed

@@ -222,14 +222,14 @@ def ensembles(builts: list) -> list[list[int]]:
     stack_inputs). So configurations that differ in their seeds, rates, decays, or data (modular's
     r_train), train together."""
     import json
-    from dataclasses import asdict, replace
+    from dataclasses import asdict
 
     from arithrepro.runs import PER_COPY
 
     def key(b) -> str:
-        cfg = replace(b.cfg, **{k: None for k in PER_COPY})
+        cfg = {k: v for k, v in asdict(b.cfg).items() if k not in PER_COPY}
         batches = b.data.batches
-        return json.dumps([b.arch, asdict(cfg), batches.steps,
+        return json.dumps([b.arch, cfg, batches.steps,
                            batches.per_epoch if b.cfg.validate_epochs else None],
                           sort_keys=True, default=str)
 

@@ -9,11 +9,11 @@ part is a package (tasks/, train/, models/, ...) or a top-level module (runs.py,
 Runs `arithrepro train` in this process under a profiler hook that sees every Python call. Only
 what runs inside the stage's finding of its run (lookup.find, once the params are read and checked)
 and the runner's training of it (runner.train) counts. A part is entered when a call goes from
-one part into a function of another; a climb back up is an
-entry into a part that is already on the stack beneath the caller. Each (caller's part, function
-called) pair counts once (the loop repeats the same path every step), so the counts describe
-the path, not the steps: a task asked four questions of a run is entered four times. Each
-part's callers (the other parts it is entered from) are listed too: a layer is entered from the
+one part into a function of another; a climb back up is an entry into a part that is already
+on the stack beneath the caller. Each (caller's part, function called) pair counts once (the
+loop repeats the same path every step), so the counts describe the path, not the steps: a task
+asked four questions of a run is entered four times. A module's body run by its first import
+is not counted. Each part's callers (the other parts it is entered from) are listed too: a layer is entered from the
 layer above it; a part entered from many is a leaf everything uses (the run's values, io) or a
 part that several layers reach into.
 """
@@ -58,7 +58,10 @@ def walk(argv: list[str]) -> tuple[Counter, list[str], list[tuple]]:
             key = (caller, mod, frame.f_code.co_qualname)
             if (mod, frame.f_code.co_name) in WALK:
                 within.append(len(stack))
-            if within and mod and caller and mod != caller and key not in seen:
+            # a module's body running on its first import is no call of the run's path:
+            # where it lands depends on which import came first
+            imported = frame.f_code.co_name == "<module>"
+            if within and mod and caller and mod != caller and key not in seen and not imported:
                 seen[key] = None
                 entries[mod] += 1
                 if mod in below[:-1]:

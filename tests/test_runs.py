@@ -191,3 +191,23 @@ def test_a_run_is_made_by_layers_that_call_only_down():
         assert not {m for m in _imported(path) if m.startswith("arithrepro.train")}, path
     for path in sorted((package / "train").glob("*.py")):
         assert not {m for m in _imported(path) if m.startswith("arithrepro.tasks")}, path
+
+
+def test_the_walk_of_a_run_climbs_nowhere_and_asks_its_task_once_per_phase(ws):
+    """benchmarks/walk.py follows a looped run from its train stage to its record, call by call:
+    no call climbs back up into a part waiting lower on the stack; lookup and the runner are
+    entered once each, train/ twice (a run's TrainConfig, and fit_copies); the task once per
+    phase: the configuration, its data, the sampler every step and the scores."""
+    from benchmarks.walk import walk
+    from tests.helpers import TRAIN_LOOPED
+
+    entries, climbs, order = walk(TRAIN_LOOPED)
+    assert climbs == []
+    assert entries["arithrepro.lookup"] == entries["arithrepro.runner"] == 1
+    assert {(c, f) for c, m, f in order if m == "arithrepro.train"} == {
+        ("arithrepro.runner", "__create_fn__.<locals>.__init__"),
+        ("arithrepro.runner", "fit_copies")}
+    assert [(c, f) for c, m, f in order if m == "arithrepro.tasks"] == [
+        ("arithrepro.lookup", "Task.configs"), ("arithrepro.runner", "GridTask.data"),
+        ("arithrepro.batches", "LoopedTask.train_sampler.<locals>.draw"),
+        ("arithrepro.runner", "Task.scores")]

@@ -91,6 +91,16 @@ def fit(model, batches, valid, cfg: TrainConfig | list, checkpoint: Path, finger
     return track.results()
 
 
+def fit_copies(model, batches, valid, cfg: TrainConfig | list, checkpoint: Path,
+               fingerprint: str, **kwargs) -> list[tuple[dict, object]]:
+    """`fit`, then one (result, trained model) per copy: one model's own, or each copy of an
+    Ensemble as a standalone model (None for a copy that failed)."""
+    ens = ensemble_of(model)
+    results = ens.per_copy(fit(model, batches, valid, cfg, checkpoint, fingerprint, **kwargs),
+                           "results")
+    return [(r, None if "failed" in r else ens.copy_of(i)) for i, r in enumerate(results)]
+
+
 def _world() -> tuple[int, int]:
     """(rank, world size): (0, 1) unless a torch.distributed process group is running."""
     dist = torch.distributed
