@@ -13,9 +13,9 @@ one part into a function of another; a climb back up is an entry into a part tha
 on the stack beneath the caller. Each (caller's part, function called) pair counts once (the
 loop repeats the same path every step), so the counts describe the path, not the steps: a task
 asked four questions of a run is entered four times. A module's body run by its first import
-is not counted. Each part's callers (the other parts it is entered from) are listed too: a layer is entered from the
-layer above it; a part entered from many is a leaf everything uses (the run's values, io) or a
-part that several layers reach into.
+is not counted. Each part's callers (the other parts it is entered from) are listed too: a
+layer is entered from the layer above it; a part entered from many is a leaf everything uses
+(the run's values, io) or a part that several layers reach into.
 """
 
 from __future__ import annotations

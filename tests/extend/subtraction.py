@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from arithrepro.batches import rows
 from arithrepro.schema import integer, list_of
 from arithrepro.tasks.base import StreamTask
 from arithrepro.tasks.declared import Report, Stages, Takes
@@ -80,7 +81,7 @@ class SubtractionTask(StreamTask):
         import torch
 
         x, y = (v.to(device) for v in self.load(data_dir)["valid"])
-        return (lambda idx: (x[idx], y[idx], torch.ones_like(y[idx], dtype=torch.bool))), len(y)
+        return rows(x, y, torch.ones_like(y, dtype=torch.bool))
 
     def evaluate(self, model, params: dict, data_dir: Path, device, progress=None):
         """Exact match at every evaluation length; id_acc / ood_acc within / beyond training."""
