@@ -66,20 +66,26 @@ repro: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --publish
 
 # modular's sanity study at every one of the source's values (conf/sanity/source.yaml: 10,001
-# steps, seven seeds; hours on two cores, docs/modular.md): in a worktree of HEAD that
-# shares this workspace's DVC cache, so the cpu profile's other cells come from its run cache
-# (run `make repro` first) and the new ones go to it; the verdicts of the claims it tests go
-# to docs/runsets/modular-source.json, which this workspace's results page reads.
+# steps, seven seeds; about 2 h 30 min on two cores, docs/profiles.md): in a worktree of HEAD
+# that shares this workspace's DVC cache, the stages that study's claims read and no other
+# (arithrepro/runsets.py, SOURCE_STAGES); the verdicts of the claims it tests go to
+# docs/runsets/modular-source.json, which this workspace's results page reads (its `results`
+# stage runs again, then the pages are published). SOURCE_SET: more overrides; with
+# SOURCE_SET='-S modular.studies.sanity.seeds=[0,42]' the watched seeds run alone and replace the
+# file's watched part, its deciding part kept.
 SOURCE_WS := .dvc/tmp/modular-source
+SOURCE_SET ?=
+SOURCE_STAGES = $(shell $(BIN)/python -c "from arithrepro.runsets import SOURCE_STAGES; print(*SOURCE_STAGES)")
 modular-source: setup
 	rm -rf $(SOURCE_WS) && git worktree prune && git worktree add --detach $(SOURCE_WS) HEAD
 	cd $(SOURCE_WS) && $(abspath $(BIN))/dvc cache dir --local $(abspath .dvc/cache) \
-	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro compose-params -S sanity=source \
-	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro repro
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --from $(SOURCE_WS)/pages/results.json
+	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro compose-params -S sanity=source $(SOURCE_SET) \
+	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro repro $(SOURCE_STAGES) \
+	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro results \
+	       --modular-source $(abspath docs/runsets/modular-source.json)
+	git worktree remove --force $(SOURCE_WS)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --publish
-	git worktree remove --force $(SOURCE_WS)
 
 # On a GPU: the paper profile's modular studies and looped grid (arithrepro paper-slice;
 # docs/cluster.md), in a scratch copy sharing this workspace's DVC cache; their verdicts go to

@@ -19,6 +19,9 @@ from arithrepro.claims import RunSet, watched_seeds
 from arithrepro.io import ArtifactError
 
 CARRIED = {"modular-source": Path("docs/runsets/modular-source.json")}
+# what `make modular-source` runs (sanity=source changes the sanity study alone): the claims it
+# tests read these stages' outputs and nothing else
+SOURCE_STAGES = ("train-modular-sanity", "modular-attention")
 # a profile's runs of some tasks made elsewhere (`make paper-slice` on a GPU): they judge the
 # claims of that profile, under its name, on every page but that profile's own
 SLICES = {"paper-slice": Path("docs/runsets/paper-slice.json")}
@@ -27,14 +30,14 @@ ESTIMATE = Path("docs/runsets/estimate-paper.json")
 RUN_COMMANDS = ("generate-datasets", "charlm-corpus", "train", "evaluate")
 
 
-def trained_where(task: str, params: dict) -> list[dict]:
-    """Each of the task's runs the params name: its record's training provenance (commit,
-    tree, machine, torch), {} where the record has none."""
+def trained_where(task: str, params: dict, stages: tuple[str, ...] = ()) -> list[dict]:
+    """Each of the task's runs the params name (of the train `stages` alone, where given): its
+    record's training provenance (commit, tree, machine, torch), {} where the record has none."""
     from arithrepro.io import read_json
-    from arithrepro.tasks.registry import TASKS
+    from arithrepro.tasks.registry import wanted
 
     return [(read_json(run.files.record).get("provenance") or {}).get("train", {})
-            for run in TASKS[task].runs(params)]
+            for run in wanted(task, params, stages)]
 
 
 def own(task: str, rows, origins: list[dict], params: dict, ledger: dict, judge) -> list[RunSet]:
@@ -72,9 +75,7 @@ def carried(task: str, names: list[str], ledger: dict) -> list[RunSet]:
         data = read_json(path, ("claims", "origin", "cells"))
         if data.get("task", "modular") != task:
             continue
-        origins = [{"commit": c, "dirty": d} for c in data["origin"]["commit"]
-                   for d in data["origin"]["dirty"]]
-        other = other_code(task, origins)
+        other = other_code(task, _runs_of(data["origin"]))
         seeds = data.get("seeds") or sorted({int(s) for c in data["cells"] for s in c.get("seeds", {})})
         where = _origin_words(data["origin"], seeds)
         mixed = watched & set(seeds)
@@ -84,10 +85,16 @@ def carried(task: str, names: list[str], ledger: dict) -> list[RunSet]:
                           other_code=other, watched=bool(mixed)))
         if data.get("watched"):
             w = data["watched"]
+            o = w.get("origin", data["origin"])   # its own runs' where a later run added them
             out.append(RunSet(target, carried=_verdicts(w["claims"]),
-                              where=_origin_words(data["origin"], w["seeds"]),
-                              other_code=other, watched=True))
+                              where=_origin_words(o, w["seeds"]), watched=True,
+                              other_code=other_code(task, _runs_of(o))))
     return out + sliced(task, names)
+
+
+def _runs_of(origin: dict) -> list[dict]:
+    """A carried file's origin block ({commit: [...], dirty: [...]}) as other_code reads runs."""
+    return [{"commit": c, "dirty": d} for c in origin.get("commit", []) for d in origin.get("dirty", [])]
 
 
 def slice_file(path: Path) -> dict | None:
@@ -118,8 +125,7 @@ def sliced(task: str, names: list[str]) -> list[RunSet]:
             if key not in t:
                 raise ArtifactError(path, f"tasks.{task}: no {key!r}")
         o = t["origin"]
-        origins = [{"commit": c, "dirty": d} for c in o.get("commit", []) for d in o.get("dirty", [])]
-        other = other_code(task, origins)
+        other = other_code(task, _runs_of(o))
         out.append(RunSet(data["profile"], carried=_verdicts(t["claims"]), other_code=other,
                           where=f"`make {target}`: " + _origin_words(o, t["seeds"])))
         if t.get("watched"):

@@ -24,9 +24,10 @@ PUBLISHED = ("results.md", "results.json", "results")
 @click.option("--readme", is_flag=True,
               help="Only rewrite README.md's results and claims blocks and the published pages "
                    "from docs/results.json, as the page code now writes them (not a stage).")
-@click.option("--from", "from_path", metavar="RESULTS_JSON",
-              help="Only write docs/runsets/modular-source.json from the results.json of a workspace "
-                   "that ran sanity=source (`make modular-source`; not a stage).")
+@click.option("--modular-source", "source_path", metavar="FILE",
+              help="Only write FILE (docs/runsets/modular-source.json) from this workspace's "
+                   "records of the stages the modular-source target runs, under params composed "
+                   "with sanity=source (`make modular-source`; not a stage).")
 @click.option("--slice", "slice_path", metavar="FILE",
               help="Only write FILE (docs/runsets/paper-slice.json: a run set other pages read) "
                    "from this workspace's records of the --task tasks under the params' profile "
@@ -35,7 +36,7 @@ PUBLISHED = ("results.md", "results.json", "results")
 @click.option("--task", "tasks", multiple=True, metavar="TASK",
               help="With --slice: a task whose records it carries (repeatable).")
 @friendly_errors
-def results(params_path: str, publish: bool, readme: bool, from_path: str | None,
+def results(params_path: str, publish: bool, readme: bool, source_path: str | None,
             slice_path: str | None, tasks: tuple) -> None:
     """Write the results page.
 
@@ -53,7 +54,7 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
     not make.
     """
     from arithrepro.io import read_json, write_json, write_text
-    from arithrepro.report.results import collect, publishable, thumbnail
+    from arithrepro.report.results import publishable, thumbnail
 
     if publish or readme:
         from arithrepro.report.results import publish_pages
@@ -89,41 +90,25 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
         done(f"results: {slice_path} <- the {params['profile']} profile's records of "
              f"{', '.join(tasks)}")
         return
-    if from_path:
-        from arithrepro.report.results import source_study
+    if source_path:
+        from arithrepro import config, runsets
+        from arithrepro.report.results import source_merged, source_study
 
-        write_json(DOCS / "runsets" / "modular-source.json",
-                   source_study(read_json(from_path, ("profile", "origin", "tasks", "targets"))))
-        done(f"results: {DOCS}/runsets/modular-source.json <- {from_path}")
+        params = config.load(params_path)
+        out = Path(source_path)
+        old = read_json(out, ("origin", "claims")) if out.is_file() else None   # before judging
+        write_json(out, source_merged(old, source_study(judge(params, ["modular"],
+                                                              runsets.SOURCE_STAGES))))
+        done(f"results: {source_path} <- the records of {', '.join(runsets.SOURCE_STAGES)}")
         return
     import shutil
 
-    from arithrepro import claims, config, runsets
-    from arithrepro.findings.base import verdicts
-    from arithrepro.findings.registry import FINDINGS
+    from arithrepro import config
     from arithrepro.report.figures import FIGURES
-    from arithrepro.report.tables import wanted_runs
-    from arithrepro.tasks.registry import REPORTS, TASKS
+    from arithrepro.tasks.registry import TASKS
 
     params = config.load(params_path)
-    ledgers = {n: claims.load(n) for n in TASKS}   # checked before any work
-    df = wanted_runs(params, list(TASKS))
-    origins = {n: runsets.trained_where(n, params) for n in TASKS}
-    estimate = runsets.estimate()
-    names = [params["profile"], *params["claims"]["targets"]]
-    findings, judged = {}, {}
-    for n in TASKS:
-        rows = df[df["task"] == n]
-        judge = lambda some, n=n: verdicts(FINDINGS.get(n, ()), some, params)  # noqa: E731
-        sets = runsets.own(n, rows, origins[n], params, ledgers[n], judge) \
-            + runsets.carried(n, names, ledgers[n]) \
-            + runsets.crosschecks(n, params["profile"], ledgers[n])
-        findings[n] = sets[0].findings
-        judged[n] = claims.ledger_rows(ledgers[n], claims.verdicts(ledgers[n], sets, estimate))
-    targets = tuple(params["claims"]["targets"])
-    data = collect(df, REPORTS, [o for n in TASKS for o in origins[n]],
-                   params["profile"], findings, judged)
-    data["targets"] = list(targets)
+    data = judge(params, list(TASKS))
     shutil.rmtree(PAGES, ignore_errors=True)   # figures of tasks no longer shown go
     figures = {}
     for name in TASKS:
@@ -140,6 +125,37 @@ def results(params_path: str, publish: bool, readme: bool, from_path: str | None
     done(f"results: {data['runs']} runs -> {PAGES}/results.md, results.json, a page per source "
          f"and {sum(map(len, figures.values()))} figures in {PAGES}/results/ "
          f"(`arithrepro results --publish` copies them to {DOCS}/)")
+
+
+def judge(params: dict, tasks: list[str], stages: tuple[str, ...] = ()) -> dict:
+    """results.json's data for `tasks`: the records of the runs the params ask for (those of
+    `stages` alone, where given), each task's findings, and every claim of its ledger judged
+    on the run sets a page reads (arithrepro/runsets.py)."""
+    from arithrepro import claims, runsets
+    from arithrepro.findings.base import verdicts
+    from arithrepro.findings.registry import FINDINGS
+    from arithrepro.report.results import collect
+    from arithrepro.report.tables import wanted_runs
+    from arithrepro.tasks.registry import REPORTS
+
+    ledgers = {n: claims.load(n) for n in tasks}   # checked before any work
+    df = wanted_runs(params, tasks, stages)
+    origins = {n: runsets.trained_where(n, params, stages) for n in tasks}
+    estimate = runsets.estimate()
+    names = [params["profile"], *params["claims"]["targets"]]
+    findings, judged = {}, {}
+    for n in tasks:
+        rows = df[df["task"] == n]
+        check = lambda some, n=n: verdicts(FINDINGS.get(n, ()), some, params)  # noqa: E731
+        sets = runsets.own(n, rows, origins[n], params, ledgers[n], check) \
+            + runsets.carried(n, names, ledgers[n]) \
+            + runsets.crosschecks(n, params["profile"], ledgers[n])
+        findings[n] = sets[0].findings
+        judged[n] = claims.ledger_rows(ledgers[n], claims.verdicts(ledgers[n], sets, estimate))
+    data = collect(df, {n: REPORTS[n] for n in tasks}, [o for n in tasks for o in origins[n]],
+                   params["profile"], findings, judged)
+    data["targets"] = list(params["claims"]["targets"])
+    return data
 
 
 def render_published(data: dict) -> None:

@@ -127,3 +127,56 @@ def test_a_crosscheck_of_the_same_profile_is_a_run_set_of_its_setting(tmp_path, 
     assert set(one.carried) == {"looped.looped-generalizes"}
     assert one.where == "commit 9d23111 (clean), AMD EPYC (DEFAULT), 1 thread, seeds 100, 101"
     assert runsets.crosschecks("looped", "paper", ledger) == []
+
+
+def test_the_modular_source_target_runs_the_stages_its_claims_read_and_no_other(tmp_path,
+                                                                               monkeypatch):
+    from arithrepro import config
+    from arithrepro.pipeline import finding_stages
+    from arithrepro.report.tables import wanted_runs
+    from arithrepro.tasks.registry import wanted
+
+    params = config.compose(["profile=cpu", "sanity=source"], ROOT / "conf")
+    runs = wanted("modular", params, runsets.SOURCE_STAGES)
+    assert {r.config.stage for r in runs} == {"train-modular-sanity"}
+    assert sorted({r.seed for r in runs}) == [0, 42, 100, 101, 102, 103, 104]
+    assert len(runs) == 14 < len(wanted("modular", params))
+    assert set(runsets.SOURCE_STAGES) <= set(finding_stages(["modular"]))
+    # the attention maps the target's claims read are traced from that study's runs
+    assert params["modular"]["attention"]["study"] == "sanity"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"lstm-std-sanity-0\.json: missing; run `dvc repro "
+                                                r"train-modular-sanity"):
+        wanted_runs(params, ["modular"], runsets.SOURCE_STAGES)
+
+
+def test_the_watched_seeds_run_later_keep_the_deciding_part_and_name_their_own_runs(tmp_path,
+                                                                                    monkeypatch):
+    from arithrepro.report.results import source_merged
+
+    def origin(commit):
+        return {"commit": [commit], "dirty": [False], "cpu": ["AMD EPYC"],
+                "cpu_capability": ["AVX512"], "threads": [1], "torch": ["2.13.0+cpu"]}
+
+    claim = {"id": "modular.a", "outcome": "reproduced", "ours": "o", "n": 5, "why": "w"}
+    deciding = {"target": "modular-source", "origin": origin("aaaaaaa"), "runs": 10, "cells": [],
+                "seeds": [100, 101, 102, 103, 104], "claims": [claim]}
+    later = {"target": "modular-source", "origin": origin("bbbbbbb"), "runs": 4, "cells": [],
+             "seeds": [], "claims": [], "watched": {"seeds": [0, 42], "claims": [dict(claim, n=2)]}}
+    merged = source_merged(deciding, later)
+    assert merged["seeds"] == deciding["seeds"] and merged["claims"] == [claim]
+    assert merged["watched"]["origin"]["commit"] == ["bbbbbbb"] and merged["watched"]["runs"] == 4
+    # a run with deciding seeds replaces the file whole, as does any run over no file
+    assert source_merged(merged, deciding) == deciding and source_merged(None, later) == later
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    monkeypatch.setattr(runsets, "other_code",
+                        lambda task, origins: seen.append(origins[0]["commit"]) or "")
+    path = tmp_path / runsets.CARRIED["modular-source"]
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(merged))
+    ledger = {"source": {"watched": {"seeds": [0, 42], "why": "w"}}}
+    first, watched = runsets.carried("modular", ["cpu"], ledger)
+    assert seen == ["aaaaaaa", "bbbbbbb"]
+    assert "commit aaaaaaa" in first.where and "commit bbbbbbb" in watched.where and watched.watched

@@ -160,3 +160,27 @@ def test_results_refuses_a_broken_slice_file_in_one_line_before_judging(tmp_path
     assert result.exit_code == 1, result.output
     assert str(path) in result.output and "not valid JSON" in result.output
     assert path.read_text() == "{"
+
+
+def test_the_modular_source_target_is_judged_on_its_own_stages_records(smoke_first_run, tmp_path):
+    """`make modular-source`'s judging step on the smoke run's records as if sanity=source had
+    made them: only the sanity study's runs are read, and the claims the target tests get their
+    verdicts, those on the watched seed 0 apart."""
+    from arithrepro.config import load
+    from arithrepro.report.results import source_study
+    from arithrepro.stages.results import judge
+
+    here = tmp_path / "workspace"
+    shutil.copytree(smoke_first_run.saved / "gpu", here, symlinks=True)
+    with working_dir(here):
+        params = {**load("params.yaml"), "claims": {"targets": ["modular-source"]}}
+        data = source_study(judge(params, ["modular"], runsets.SOURCE_STAGES))
+        ledger = claims.load("modular")
+    assert data["target"] == "modular-source" and data["seeds"] == []
+    assert {c["size"].split(".")[0] for c in data["cells"]} == {"sanity"}
+    assert data["runs"] == 2 and data["origin"]["commit"] == [sh(["git", "rev-parse", "HEAD"], here).strip()]
+    tested = {c["id"] for c in ledger["claims"]
+              if "modular-source" in (c.get("test") or {}).get("profiles", [])}
+    got = data["watched"]["claims"]
+    assert data["watched"]["seeds"] == [0] and got and {c["id"] for c in got} <= tested
+    assert all(c["class"] and c["outcome"] for c in got)

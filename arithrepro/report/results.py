@@ -236,3 +236,13 @@ def source_study(data: dict) -> dict:
         out["watched"] = {"seeds": sorted(watched & set(seeds)),
                           "claims": [j for c in tested if (j := judged(c, True))]}
     return out
+
+
+def source_merged(old: dict | None, new: dict) -> dict:
+    """`new` (source_study's) over the file's `old` content: a run of the watched seeds alone
+    (no deciding seed; `make modular-source SOURCE_SET=...`) keeps the file's deciding part and
+    replaces its watched part, which then names the commit and machine of its own runs; any
+    other run replaces the file whole."""
+    if old is None or new["seeds"] or not new.get("watched") or not old.get("seeds"):
+        return new
+    return {**old, "watched": {**new["watched"], "origin": new["origin"], "runs": new["runs"]}}

@@ -54,12 +54,14 @@ def collect_runs(metrics_dir: Path, tasks: list[str], wanted: dict | None = None
     return _frame(records)
 
 
-def wanted_runs(params: dict, tasks: list[str]) -> pd.DataFrame:
-    """collect_runs over the records of the runs the params ask for (`Task.runs`), relative to
-    the working directory; a missing one is named with the DVC stage that writes it."""
-    from arithrepro.tasks.registry import TASKS
+def wanted_runs(params: dict, tasks: list[str], stages: tuple[str, ...] = ()) -> pd.DataFrame:
+    """collect_runs over the records of the runs the params ask for (`Task.runs`; those of the
+    train `stages` alone, where given), relative to the working directory; a missing one is
+    named with the DVC stage that writes it."""
+    from arithrepro.tasks import registry
 
-    wanted = {name: [run.files.record for run in TASKS[name].runs(params)] for name in tasks}
+    wanted = {name: [run.files.record for run in registry.wanted(name, params, stages)]
+              for name in tasks}
     try:
         return collect_runs(Path("metrics"), tasks, wanted)
     except FileNotFoundError as err:

@@ -39,6 +39,13 @@ def records(name: str) -> list[str]:
     return list(STAGES[name].records) or [str(records_dir(name))]
 
 
+def wanted(name: str, params: dict, stages: tuple[str, ...] = ()) -> list:
+    """The runs of task `name` the params ask for: those of the train `stages` alone, where
+    given (a target that runs a few of the task's stages, `make modular-source`)."""
+    runs = TASKS[name].runs(params)
+    return [r for r in runs if r.config.stage in stages] if stages else runs
+
+
 def tables(name: str) -> list[str]:
     """The tables a task's report writes."""
     return list(STAGES[name].tables) or [f"metrics/{name}.md"]
