@@ -66,7 +66,7 @@ repro: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro results --publish
 
 # modular's sanity study at every one of the source's values (conf/sanity/source.yaml: 10,001
-# steps, seven seeds; about 2 h 30 min on two cores, docs/profiles.md): in a worktree of HEAD
+# steps, seven seeds; about three hours on two cores, docs/modular.md): in a worktree of HEAD
 # that shares this workspace's DVC cache, the stages that study's claims read and no other
 # (arithrepro/runsets.py, SOURCE_STAGES); the verdicts of the claims it tests go to
 # docs/runsets/modular-source.json, which this workspace's results page reads (its `results`
