@@ -70,13 +70,16 @@ repro: setup
 # that shares this workspace's DVC cache, the stages that study's claims read and no other
 # (arithrepro/runsets.py, SOURCE_STAGES); the verdicts of the claims it tests go to
 # docs/runsets/modular-source.json, which this workspace's results page reads (its `results`
-# stage runs again, then the pages are published). SOURCE_SET: more overrides; with
+# stage runs again, then the pages are published). This workspace's own stages run first, while
+# its tree is clean: the file the target rewrites is tracked, and a run made beside it would name
+# a dirty tree (arithrepro/provenance.py). SOURCE_SET: more overrides; with
 # SOURCE_SET='-S modular.studies.sanity.seeds=[0,42]' the watched seeds run alone and replace the
 # file's watched part, its deciding part kept.
 SOURCE_WS := .dvc/tmp/modular-source
 SOURCE_SET ?=
 SOURCE_STAGES = $(shell $(BIN)/python -c "from arithrepro.runsets import SOURCE_STAGES; print(*SOURCE_STAGES)")
 modular-source: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/arithrepro repro
 	rm -rf $(SOURCE_WS) && git worktree prune && git worktree add --detach $(SOURCE_WS) HEAD
 	cd $(SOURCE_WS) && $(abspath $(BIN))/dvc cache dir --local $(abspath .dvc/cache) \
 	  && PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/arithrepro compose-params -S sanity=source $(SOURCE_SET) \

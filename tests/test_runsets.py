@@ -180,3 +180,20 @@ def test_the_watched_seeds_run_later_keep_the_deciding_part_and_name_their_own_r
     first, watched = runsets.carried("modular", ["cpu"], ledger)
     assert seen == ["aaaaaaa", "bbbbbbb"]
     assert "commit aaaaaaa" in first.where and "commit bbbbbbb" in watched.where and watched.watched
+
+
+def test_the_modular_source_target_trains_this_workspace_before_it_rewrites_a_tracked_file():
+    # git_state calls a tree dirty when a tracked file differs, and the target rewrites
+    # docs/runsets/modular-source.json: the workspace's own runs must come before that
+    recipe, started = [], False
+    for line in (ROOT / "Makefile").read_text().splitlines():
+        if line.startswith("modular-source:"):
+            started = True
+        elif started and line.startswith("\t"):
+            recipe.append(line)
+        elif started and not line.startswith("\t"):
+            break
+    repro = [i for i, line in enumerate(recipe) if line.rstrip().endswith("arithrepro repro")]
+    rewrite = next(i for i, line in enumerate(recipe) if "--modular-source" in line)
+    assert repro and repro[0] < rewrite < repro[-1], recipe
+    assert "results --publish" in recipe[-1]
