@@ -61,10 +61,11 @@ def own(task: str, rows, origins: list[dict], params: dict, ledger: dict, judge)
     return sets
 
 
-def carried(task: str, names: list[str], ledger: dict) -> list[RunSet]:
+def carried(task: str, names: list[str], ledger: dict, head: str | None = None) -> list[RunSet]:
     """The named targets' run sets whose verdicts a committed file carries (CARRIED), except
     those the page's own records already are (`names`). A file whose deciding seeds include the
-    ledger's watched ones is itself reported as watched: it decides nothing."""
+    ledger's watched ones is itself reported as watched: it decides nothing. `head`: the commit
+    whose code the page's own runs ran (other_code), HEAD by default."""
     from arithrepro.io import read_json
 
     watched = watched_seeds(ledger["source"])
@@ -75,7 +76,7 @@ def carried(task: str, names: list[str], ledger: dict) -> list[RunSet]:
         data = read_json(path, ("claims", "origin", "cells"))
         if data.get("task", "modular") != task:
             continue
-        other = other_code(task, _runs_of(data["origin"]))
+        other = other_code(task, _runs_of(data["origin"]), head=head)
         seeds = data.get("seeds") or sorted({int(s) for c in data["cells"] for s in c.get("seeds", {})})
         where = _origin_words(data["origin"], seeds)
         mixed = watched & set(seeds)
@@ -88,8 +89,26 @@ def carried(task: str, names: list[str], ledger: dict) -> list[RunSet]:
             o = w.get("origin", data["origin"])   # its own runs' where a later run added them
             out.append(RunSet(target, carried=_verdicts(w["claims"]),
                               where=_origin_words(o, w["seeds"]), watched=True,
-                              other_code=other_code(task, _runs_of(o))))
-    return out + sliced(task, names)
+                              other_code=other_code(task, _runs_of(o), head=head)))
+    return out + sliced(task, names, head)
+
+
+def published(rows: list[dict]) -> list[RunSet]:
+    """The page's own run sets as a published page judged them: from one task's ledger rows in
+    docs/results.json, each set's verdict on each claim as the page gave it, in the order the
+    page judged them. The sets read from files (CARRIED, SLICES, crosschecks) are left out:
+    `arithrepro results --rejudge` reads those files again."""
+    from_files = tuple(f"`make {t}`:" for t in SLICES)
+    sets: dict = {}
+    for row in rows:
+        for j in row.get("judged") or []:
+            if j["set"] in CARRIED or j.get("setting") or j["where"].startswith(from_files):
+                continue
+            key = (j["set"], j["where"], j["other_code"], j["watched"])
+            s = sets.setdefault(key, RunSet(j["set"], where=j["where"], other_code=j["other_code"],
+                                            watched=j["watched"]))
+            s.carried[row["id"]] = {k: j[k] for k in ("outcome", "ours", "n", "why")}
+    return list(sets.values())
 
 
 def _runs_of(origin: dict) -> list[dict]:
@@ -110,7 +129,7 @@ def slice_file(path: Path) -> dict | None:
     return old
 
 
-def sliced(task: str, names: list[str]) -> list[RunSet]:
+def sliced(task: str, names: list[str], head: str | None = None) -> list[RunSet]:
     """The run sets of `task` that a slice file carries (SLICES), named after the profile it
     ran, unless the page's own records are that profile's; its watched seeds apart."""
     out = []
@@ -125,7 +144,7 @@ def sliced(task: str, names: list[str]) -> list[RunSet]:
             if key not in t:
                 raise ArtifactError(path, f"tasks.{task}: no {key!r}")
         o = t["origin"]
-        other = other_code(task, _runs_of(o))
+        other = other_code(task, _runs_of(o), head=head)
         out.append(RunSet(data["profile"], carried=_verdicts(t["claims"]), other_code=other,
                           where=f"`make {target}`: " + _origin_words(o, t["seeds"])))
         if t.get("watched"):
@@ -139,7 +158,7 @@ def sliced(task: str, names: list[str]) -> list[RunSet]:
 CROSSCHECK = Path("docs/crosscheck")
 
 
-def crosschecks(task: str, profile: str, ledger: dict) -> list[RunSet]:
+def crosschecks(task: str, profile: str, ledger: dict, head: str | None = None) -> list[RunSet]:
     """The page's profile run again under another CPU capability or thread count
     (`arithrepro crosscheck`, docs/crosscheck/<setting>.json): one run set per setting that
     checked `task` with findings named by id, judging the claims those findings test."""
@@ -165,7 +184,8 @@ def crosschecks(task: str, profile: str, ledger: dict) -> list[RunSet]:
                                "cpu": o.get("machine", []), "cpu_capability": o.get("cpu_capability", []),
                                "threads": o.get("threads", [])}, t.get("seeds", []))
         out.append(RunSet(profile, carried=carried, where=where,
-                          other_code=other_code(task, origins), setting=label(data["setting"])))
+                          other_code=other_code(task, origins, head=head),
+                          setting=label(data["setting"])))
     return out
 
 
@@ -215,15 +235,16 @@ def seed_words(seeds) -> str:
 
 
 def other_code(task: str, origins: list[dict], root: Path = Path("."),
-               uncommitted: bool = True, unknown: bool = True) -> str:
-    """Words saying how the runs' code differs from HEAD's in the files the task's run stages
-    depend on ('' when it does not, or when there is no history to compare). Where `unknown`, a
+               uncommitted: bool = True, unknown: bool = True, head: str | None = None) -> str:
+    """Words saying how the runs' code differs from HEAD's (or the commit `head`'s: a published
+    page's) in the files the task's run stages depend on ('' when it does not, or when there is
+    no history to compare). Where `unknown`, a
     commit this clone does not hold reads as other code, and where `uncommitted`, a tree with
     uncommitted changes at another commit. This workspace's own DVC outputs, whose code DVC
     compares itself, pass False for both: a record's `dirty` counts params too, and its commit is
     that of the checkout the package was installed from, which a copy of the workspace (a
     cluster job's, a test's) does not hold."""
-    head = _git(root, "rev-parse", "HEAD")
+    head = head or _git(root, "rev-parse", "HEAD")
     if head is None:
         return ""
     head = head.strip()

@@ -24,6 +24,10 @@ PUBLISHED = ("results.md", "results.json", "results")
 @click.option("--readme", is_flag=True,
               help="Only rewrite README.md's results and claims blocks and the published pages "
                    "from docs/results.json, as the page code now writes them (not a stage).")
+@click.option("--rejudge", is_flag=True,
+              help="Only judge the published page's claims again (docs/results.json): its own "
+                   "runs' verdicts as published, the run-set files (docs/runsets/, "
+                   "docs/crosscheck/) read anew; then as --readme (not a stage).")
 @click.option("--modular-source", "source_path", metavar="FILE",
               help="Only write FILE (docs/runsets/modular-source.json) from this workspace's "
                    "records of the stages the modular-source target runs, under params composed "
@@ -36,8 +40,8 @@ PUBLISHED = ("results.md", "results.json", "results")
 @click.option("--task", "tasks", multiple=True, metavar="TASK",
               help="With --slice: a task whose records it carries (repeatable).")
 @friendly_errors
-def results(params_path: str, publish: bool, readme: bool, source_path: str | None,
-            slice_path: str | None, tasks: tuple) -> None:
+def results(params_path: str, publish: bool, readme: bool, rejudge: bool,
+            source_path: str | None, slice_path: str | None, tasks: tuple) -> None:
     """Write the results page.
 
     Reads the record of every run the params ask for (params: each task's lists that name its
@@ -49,14 +53,17 @@ def results(params_path: str, publish: bool, readme: bool, source_path: str | No
     summary pages/results.md, a page per source and small copies of those figures in
     pages/results/, a DVC output. With --publish,
     copies them to docs/ and rewrites README.md's results and claims blocks; with --readme,
-    rewrites those blocks and the pages in docs/ from docs/results.json, nothing else. Neither
+    rewrites those blocks and the pages in docs/ from docs/results.json, nothing else; with
+    --rejudge, first judges docs/results.json's claims again on the run-set files as they are
+    now (a new `make modular-source` or crosscheck file, where this workspace does not hold the
+    records of the page's own runs), the page's own runs' verdicts kept. Neither
     publishes a smoke profile's pages, nor (--publish) pages the pipeline's current state did
     not make.
     """
     from arithrepro.io import read_json, write_json, write_text
     from arithrepro.report.results import publishable, thumbnail
 
-    if publish or readme:
+    if publish or readme or rejudge:
         from arithrepro.report.results import publish_pages
         from arithrepro.report.results_page import write_readme
 
@@ -66,10 +73,14 @@ def results(params_path: str, publish: bool, readme: bool, source_path: str | No
         if publish:
             publish_pages(PAGES, DOCS, PUBLISHED)
         else:
+            if rejudge:
+                data = rejudged(data, source / "results.json")
+                write_json(source / "results.json", data)
             render_published(data)
         write_readme(Path("README.md"), data)
         done(f"results: {'docs/ <- pages/, ' if publish else 'docs/ pages and '}README.md's "
-             f"results and claims blocks <- {source}/results.json")
+             f"results and claims blocks <- {source}/results.json"
+             + (", its claims judged again on the run-set files" if rejudge else ""))
         return
     if slice_path or tasks:
         from arithrepro import config, runsets
@@ -158,14 +169,51 @@ def judge(params: dict, tasks: list[str], stages: tuple[str, ...] = ()) -> dict:
     return data
 
 
+def rejudged(data: dict, path: Path) -> dict:
+    """The published `data` with every claim judged again: the page's own run sets as it judged
+    them (runsets.published), the files' run sets read now, other code named against the
+    commit of the page's own runs. ArtifactError naming `path` where the page cannot be judged
+    again: runs from several commits, or a ledger whose claims are not the page's."""
+    from arithrepro import claims, runsets
+    from arithrepro.io import ArtifactError
+
+    commits = data["origin"].get("commit") or []
+    if len(commits) != 1:
+        raise ArtifactError(path, f"origin.commit: {commits}; judging again needs the page's runs "
+                                  "from one commit (run `arithrepro repro` instead)")
+    names = [data["profile"], *data.get("targets", [])]
+    ledgers = {n: claims.load(n) for n in data["tasks"]}
+    for n, ledger in ledgers.items():
+        rows = data["tasks"][n].get("ledger", {}).get("claims", [])
+        gone = {r["id"] for r in rows} ^ {c["id"] for c in ledger["claims"]}
+        if gone:
+            raise ArtifactError(path, f"tasks.{n}: claims {', '.join(sorted(gone)[:3])} differ "
+                                      "between the page and claims/; run `arithrepro repro`")
+    estimate = runsets.estimate()
+    for n, ledger in ledgers.items():
+        sets = runsets.published(data["tasks"][n]["ledger"]["claims"]) \
+            + runsets.carried(n, names, ledger, head=commits[0]) \
+            + runsets.crosschecks(n, data["profile"], ledger, head=commits[0])
+        data["tasks"][n]["ledger"] = claims.ledger_rows(ledger, claims.verdicts(ledger, sets,
+                                                                                estimate))
+    judged = [c for t in data["tasks"].values() for c in t.get("ledger", {}).get("claims", [])]
+    return {**data, "claims": claims.counts(judged)}
+
+
 def render_published(data: dict) -> None:
     """docs/results.md and docs/results/*.md written again from the published data, beside the
     published figures (a change of the page code shown without new runs)."""
     from arithrepro.io import write_text
+    from arithrepro.report.figures import FIGURES
     from arithrepro.report.results_page import pages
 
+    def shown_first(png: Path) -> tuple:   # in the order the stage shows them (FIGURES' `shown`)
+        task = png.name.split("_")[0]
+        order = [f"{task}_{Path(s).name}" for s in (FIGURES[task].shown if task in FIGURES else ())]
+        return (task, order.index(png.name) if png.name in order else len(order), png.name)
+
     figures = {}
-    for png in sorted((DOCS / "results").glob("*.png")):
+    for png in sorted((DOCS / "results").glob("*.png"), key=shown_first):
         figures.setdefault(png.name.split("_")[0], []).append(png.name)
     for name, text in pages(data, figures).items():
         write_text(DOCS / name, text)

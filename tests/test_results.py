@@ -448,3 +448,53 @@ def test_the_runs_cell_names_each_verdict_once_and_marks_agreement():
                                     {"set": "big", "outcome": "reproduced"}]}
     assert results_page.runs_cell(one) == "**cpu**; paper, big: agree"
     assert results_page.runs_cell({"via": "cpu", "judged": [one["judged"][0]]}) == "cpu"
+
+
+def test_the_committed_page_is_what_its_run_set_files_judge(monkeypatch):
+    """Judging the committed page again on the committed run-set files (docs/runsets/,
+    docs/crosscheck/) changes no row: a file re-made without the page following fails here."""
+    from arithrepro.stages.results import rejudged
+
+    monkeypatch.chdir(ROOT)
+    path = ROOT / "docs" / "results.json"
+    data = json.loads(path.read_text())
+    again = rejudged(json.loads(path.read_text()), path)
+    for task, t in data["tasks"].items():
+        rows = {r["id"]: r for r in again["tasks"][task]["ledger"]["claims"]}
+        for row in t["ledger"]["claims"]:
+            assert rows[row["id"]] == row, f"{row['id']}: run `arithrepro results --rejudge`"
+    assert again["claims"] == data["claims"]
+
+
+def test_judging_again_follows_a_carried_file_and_keeps_the_pages_own_verdicts(tmp_path,
+                                                                               monkeypatch):
+    from arithrepro import runsets
+    from arithrepro.io import ArtifactError
+    from arithrepro.stages.results import rejudged
+
+    monkeypatch.chdir(ROOT)
+    path = ROOT / "docs" / "results.json"
+    source = json.loads((ROOT / runsets.CARRIED["modular-source"]).read_text())
+    claim = next(c for c in source["claims"] if c["outcome"] == "reproduced"
+                 and c["id"].startswith("modular.sanity."))
+    claim["outcome"] = "not reproduced"
+    moved = tmp_path / "modular-source.json"
+    moved.write_text(json.dumps(source))
+    monkeypatch.setitem(runsets.CARRIED, "modular-source", moved)
+    data = json.loads(path.read_text())
+    again = rejudged(json.loads(path.read_text()), path)
+    old = {r["id"]: r for r in data["tasks"]["modular"]["ledger"]["claims"]}
+    new = {r["id"]: r for r in again["tasks"]["modular"]["ledger"]["claims"]}
+    assert new[claim["id"]]["outcome"] == "not reproduced" != old[claim["id"]]["outcome"]
+    assert again["claims"] != data["claims"]
+    # the page's own runs judge as published: a row no file tests is unchanged
+    own = next(i for i, r in old.items() if r["via"] == data["profile"])
+    assert new[own] == old[own]
+
+    data["origin"]["commit"] = ["aaaaaaa", "bbbbbbb"]
+    with pytest.raises(ArtifactError, match=r"results\.json.*origin\.commit.*one commit"):
+        rejudged(data, path)
+    data = json.loads(path.read_text())
+    data["tasks"]["expr"]["ledger"]["claims"].pop()
+    with pytest.raises(ArtifactError, match=r"tasks\.expr: claims .* differ between the page and"):
+        rejudged(data, path)

@@ -77,7 +77,7 @@ def test_watched_seeds_are_a_run_set_of_their_own(monkeypatch):
 
 def test_a_carried_file_on_watched_seeds_decides_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(runsets, "other_code", lambda task, origins: "from commit e8d635f: x")
+    monkeypatch.setattr(runsets, "other_code", lambda task, origins, **kw: "from commit e8d635f: x")
     path = tmp_path / "docs" / "runsets" / "modular-source.json"
     path.parent.mkdir(parents=True)
     origin = {"commit": ["e8d635f"], "dirty": [True], "cpu": ["Xeon"], "cpu_capability": ["AVX512"],
@@ -111,7 +111,7 @@ def test_the_measured_estimate_per_task(tmp_path):
 
 def test_a_crosscheck_of_the_same_profile_is_a_run_set_of_its_setting(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(runsets, "other_code", lambda task, origins: "")
+    monkeypatch.setattr(runsets, "other_code", lambda task, origins, **kw: "")
     folder = tmp_path / "docs" / "crosscheck"
     folder.mkdir(parents=True)
     finding = {"id": "looped.generalizes", "outcome": "reproduced", "measured": "m", "n": 5}
@@ -172,7 +172,7 @@ def test_the_watched_seeds_run_later_keep_the_deciding_part_and_name_their_own_r
     monkeypatch.chdir(tmp_path)
     seen = []
     monkeypatch.setattr(runsets, "other_code",
-                        lambda task, origins: seen.append(origins[0]["commit"]) or "")
+                        lambda task, origins, **kw: seen.append(origins[0]["commit"]) or "")
     path = tmp_path / runsets.CARRIED["modular-source"]
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(merged))
@@ -197,3 +197,15 @@ def test_the_modular_source_target_trains_this_workspace_before_it_rewrites_a_tr
     rewrite = next(i for i, line in enumerate(recipe) if "--modular-source" in line)
     assert repro and repro[0] < rewrite < repro[-1], recipe
     assert "results --publish" in recipe[-1]
+
+
+def test_other_code_is_named_against_the_commit_asked_for(monkeypatch):
+    # a republished page judges carried files against its own runs' commit, not HEAD's
+    monkeypatch.chdir(ROOT)
+    page, older, same = ("61533b66c10c534565700da17c535237070d64e9",
+                         "d3e14a7", "62969d220744d8a837e2f078dd0aa3d210ade709")
+    if subprocess.run(["git", "cat-file", "-e", f"{page}^{{commit}}"], cwd=ROOT).returncode:
+        pytest.skip("needs the project's history (a full clone)")
+    said = runsets.other_code("modular", [{"commit": older, "dirty": False}], head=page)
+    assert said.startswith("from commit d3e14a7: ") and "differ from 61533b6 (" in said
+    assert runsets.other_code("modular", [{"commit": same, "dirty": False}], head=page) == ""
