@@ -173,7 +173,8 @@ def rejudged(data: dict, path: Path) -> dict:
     """The published `data` with every claim judged again: the page's own run sets as it judged
     them (runsets.published), the files' run sets read now, other code named against the
     commit of the page's own runs. ArtifactError naming `path` where the page cannot be judged
-    again: runs from several commits, or a ledger whose claims are not the page's."""
+    again: runs from several commits or from code other than HEAD's in their stages' files, or
+    a ledger whose claims are not the page's."""
     from arithrepro import claims, runsets
     from arithrepro.io import ArtifactError
 
@@ -184,6 +185,10 @@ def rejudged(data: dict, path: Path) -> dict:
     names = [data["profile"], *data.get("targets", [])]
     ledgers = {n: claims.load(n) for n in data["tasks"]}
     for n, ledger in ledgers.items():
+        other = runsets.other_code(n, [{"commit": commits[0], "dirty": False}])
+        if other:   # the results stage refuses such records; a page of them is no better
+            raise ArtifactError(path, f"tasks.{n}: the page's runs are {other}; run "
+                                      "`arithrepro repro`")
         rows = data["tasks"][n].get("ledger", {}).get("claims", [])
         gone = {r["id"] for r in rows} ^ {c["id"] for c in ledger["claims"]}
         if gone:
