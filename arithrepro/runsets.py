@@ -158,10 +158,15 @@ def sliced(task: str, names: list[str], head: str | None = None) -> list[RunSet]
 CROSSCHECK = Path("docs/crosscheck")
 
 
-def crosschecks(task: str, profile: str, ledger: dict, head: str | None = None) -> list[RunSet]:
+def crosschecks(task: str, profile: str, ledger: dict, head: str | None = None,
+                own: dict | None = None) -> list[RunSet]:
     """The page's profile run again under another CPU capability or thread count
     (`arithrepro crosscheck`, docs/crosscheck/<setting>.json): one run set per setting that
-    checked `task` with findings named by id, judging the claims those findings test."""
+    checked `task` with findings named by id, judging the claims those findings test. `own`:
+    the page's own runs' origin ({cpu_capability: [...], threads: [...]}); a file run at the
+    same capability and thread count checks nothing and is left out, with a warning."""
+    import warnings
+
     from arithrepro.crosscheck import label
     from arithrepro.io import read_json
 
@@ -171,6 +176,11 @@ def crosschecks(task: str, profile: str, ledger: dict, head: str | None = None) 
         t = data["tasks"].get(task)
         if not t or data.get("profile") != profile \
                 or not all("id" in f for f in t.get("findings", [])):
+            continue
+        if own and _same_setting(data["origin"], own):
+            warnings.warn(f"{path}: run at this page's own vector unit and thread count "
+                          f"({', '.join(own['cpu_capability'])}, {_words(own['threads'])} "
+                          "thread(s)), so it checks nothing; left out")
             continue
         found = {f["id"]: f for f in t["findings"]}
         carried = {c["id"]: {"outcome": f["outcome"], "ours": f["measured"], "n": f["n"],
@@ -187,6 +197,17 @@ def crosschecks(task: str, profile: str, ledger: dict, head: str | None = None) 
                           other_code=other_code(task, origins, head=head),
                           setting=label(data["setting"])))
     return out
+
+
+def _same_setting(cross: dict, own: dict) -> bool:
+    def values(o: dict, key: str) -> set:
+        return {str(v).upper() for v in o.get(key) or [] if v is not None}
+    return all(values(own, k) and values(cross, k) == values(own, k)
+               for k in ("cpu_capability", "threads"))
+
+
+def _words(values: list) -> str:
+    return "/".join(str(v) for v in values)
 
 
 def _verdicts(claims: list[dict]) -> dict:

@@ -145,7 +145,7 @@ def judge(params: dict, tasks: list[str], stages: tuple[str, ...] = ()) -> dict:
     from arithrepro import claims, runsets
     from arithrepro.findings.base import verdicts
     from arithrepro.findings.registry import FINDINGS
-    from arithrepro.report.results import collect
+    from arithrepro.report.results import collect, origin
     from arithrepro.report.tables import wanted_runs
     from arithrepro.tasks.registry import REPORTS
 
@@ -160,7 +160,7 @@ def judge(params: dict, tasks: list[str], stages: tuple[str, ...] = ()) -> dict:
         check = lambda some, n=n: verdicts(FINDINGS.get(n, ()), some, params)  # noqa: E731
         sets = runsets.own(n, rows, origins[n], params, ledgers[n], check) \
             + runsets.carried(n, names, ledgers[n]) \
-            + runsets.crosschecks(n, params["profile"], ledgers[n])
+            + runsets.crosschecks(n, params["profile"], ledgers[n], own=origin(origins[n]))
         findings[n] = sets[0].findings
         judged[n] = claims.ledger_rows(ledgers[n], claims.verdicts(ledgers[n], sets, estimate))
     data = collect(df, {n: REPORTS[n] for n in tasks}, [o for n in tasks for o in origins[n]],
@@ -198,7 +198,7 @@ def rejudged(data: dict, path: Path) -> dict:
     for n, ledger in ledgers.items():
         sets = runsets.published(data["tasks"][n]["ledger"]["claims"]) \
             + runsets.carried(n, names, ledger, head=commits[0]) \
-            + runsets.crosschecks(n, data["profile"], ledger, head=commits[0])
+            + runsets.crosschecks(n, data["profile"], ledger, head=commits[0], own=data["origin"])
         data["tasks"][n]["ledger"] = claims.ledger_rows(ledger, claims.verdicts(ledger, sets,
                                                                                 estimate))
     judged = [c for t in data["tasks"].values() for c in t.get("ledger", {}).get("claims", [])]

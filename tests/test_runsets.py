@@ -127,6 +127,12 @@ def test_a_crosscheck_of_the_same_profile_is_a_run_set_of_its_setting(tmp_path, 
     assert set(one.carried) == {"looped.looped-generalizes"}
     assert one.where == "commit 9d23111 (clean), AMD EPYC (DEFAULT), 1 thread, seeds 100, 101"
     assert runsets.crosschecks("looped", "paper", ledger) == []
+    # a crosscheck at the page's own vector unit and thread count checks nothing
+    other = {"cpu_capability": ["AVX512"], "threads": [1]}
+    assert len(runsets.crosschecks("looped", "cpu", ledger, own=other)) == 1
+    with pytest.warns(UserWarning, match=r"default-t1\.json: run at this page's own vector unit"):
+        assert runsets.crosschecks("looped", "cpu", ledger,
+                                   own={"cpu_capability": ["DEFAULT"], "threads": [1]}) == []
 
 
 def test_the_modular_source_target_runs_the_stages_its_claims_read_and_no_other(tmp_path,
