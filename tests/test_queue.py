@@ -5,9 +5,10 @@ import json
 import re
 import shutil
 
+import psutil
 import pytest
 
-from tests.workspace import drained_queue, sh
+from tests.workspace import drained_queue, queue_gone, queue_workers, sh, start_queue
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -16,6 +17,19 @@ def queue_status(cwd) -> dict:
     """`dvc queue status` as {experiment name: status}, after waiting for the queue to drain."""
     rows = [line.split() for line in drained_queue(cwd).splitlines()]
     return {row[1]: row[-1] for row in rows if len(row) >= 4 and row[0] != "Task"}
+
+
+def worker_devices(cwd) -> list[str]:
+    """The CUDA_VISIBLE_DEVICES the queue workers running for the repository at `cwd` have (a
+    worker's pool processes carry its command line and environment)."""
+    devices = set()
+    for proc in queue_workers(cwd):
+        try:
+            if "queue-worker" in " ".join(proc.cmdline()):
+                devices.add(proc.environ().get("CUDA_VISIBLE_DEVICES", ""))
+        except psutil.NoSuchProcess:   # an experiment's command that has just ended
+            pass
+    return sorted(devices)
 
 
 def queue(cwd, *args) -> str:
@@ -37,7 +51,8 @@ def test_queued_cells_retry_and_come_back_from_the_run_cache(clone):
         queue(clone, "-n", "expr-lstm-small-0", cells[0])
         queue(clone, "-n", "expr-lstm-large-0", "-S", "models.lstm.lr=-1", cells[1])  # fails
         for k in (1, 2):  # worker k is added by `-j k`; it keeps the environment it starts with
-            sh(["env", f"CUDA_VISIBLE_DEVICES={k - 1}", "dvc", "queue", "start", "-j", str(k)], clone)
+            start_queue(clone, k, CUDA_VISIBLE_DEVICES=str(k - 1))
+        assert worker_devices(clone) == ["0", "1"]   # both at once, one device each
         status = queue_status(clone)
         assert [status[f"expr-lstm-{s}-0"] for s in ("small", "large")] == ["Success", "Failed"], \
             status
@@ -45,9 +60,10 @@ def test_queued_cells_retry_and_come_back_from_the_run_cache(clone):
             sh(["dvc", "queue", "logs", "expr-lstm-large-0"], clone)
 
         # A failed cell is re-queued under its own name; a finished one again costs nothing.
+        queue_gone(clone)
         queue(clone, "-n", "expr-lstm-large-0", cells[1])
         again = queue(clone, cells[0])
-        sh(["dvc", "queue", "start", "-j", "1"], clone)
+        start_queue(clone)
         status = queue_status(clone)
         assert status["expr-lstm-large-0"] == "Success" and status[again] == "Success", status
         assert f"Stage '{cells[0]}' is cached - skipping run" in sh(["dvc", "queue", "logs", again], clone)

@@ -16,7 +16,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.workspace import drained_queue, queue_workers, sh
+from tests.workspace import drained_queue, queue_workers, sh, start_queue
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -114,12 +114,6 @@ def test_a_second_command_is_refused_and_the_first_finishes(ws, first, second, r
             os.killpg(running.pid, signal.SIGKILL)
     assert (path / "after.txt").read_text() == "33"
     assert sh(["dvc", "status"], path).strip().endswith("Data and pipelines are up to date.")
-
-
-def start_queue(path: Path) -> None:
-    # the worker it starts outlives it: the output goes nowhere, so that nothing waits on it
-    subprocess.run(["dvc", "queue", "start", "-j", "1"], cwd=path, env=ENV, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def test_a_killed_queue_worker_leaves_its_cells_resumable(tmp_path):

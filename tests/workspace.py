@@ -17,17 +17,42 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def shell_env(**extra_env) -> dict:
+    """The environment sh() runs commands in."""
+    return {**os.environ, **extra_env, "DVC_NO_ANALYTICS": "1",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@localhost",
+            "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@localhost"}
+
+
 def sh(args, cwd, check=True, **extra_env):
     """Run a command in `cwd` with this interpreter's scripts first on PATH and a git identity;
     its stdout and stderr, or AssertionError with their tails if it failed."""
-    env = {**os.environ, **extra_env, "DVC_NO_ANALYTICS": "1",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@localhost",
-           "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@localhost"}
-    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(args, cwd=cwd, env=shell_env(**extra_env), capture_output=True,
+                          text=True)
     if check and proc.returncode:
         raise AssertionError(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc.stdout + proc.stderr
+
+
+def start_queue(path: Path, jobs: int = 1, **extra_env) -> None:
+    """`dvc queue start -j JOBS`. The worker it starts outlives it and holds the output it was
+    given: the output goes nowhere, so that this returns when the command does, as in a terminal,
+    not when the worker exits (a worker held this way ran its queue alone)."""
+    subprocess.run(["dvc", "queue", "start", "-j", str(jobs)], cwd=path,
+                   env=shell_env(**extra_env), check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def queue_gone(path: Path, timeout: float = 120) -> None:
+    """Wait until no queue worker of the repository at `path` is left (an idle one exits on its
+    own after 10 s): a worker stopping as a task arrives would leave the task queued."""
+    end = time.monotonic() + timeout
+    while [p for p in queue_workers(path) if p.is_running()
+           and p.status() != psutil.STATUS_ZOMBIE]:
+        if time.monotonic() > end:
+            raise AssertionError(f"queue workers still running after {timeout:.0f} s")
+        time.sleep(0.2)
 
 
 def slurm_cluster():
