@@ -299,14 +299,16 @@ class Tracked:
 
 def follow(assignments: list[Assignment], submit, echo=print, at_once: int | None = None,
            retries: int = RETRIES, poll_s: float = 2.0, on_done=None,
-           record=None, grace_s: float = 15.0) -> list[str]:
+           record=None, grace_s: float = 15.0, look_s: float = 60.0) -> list[str]:
     """Submit `assignments` (`submit(a list of them) -> jobs`, all at once or `at_once` at a time)
     and follow them: a state change gets one line, a job that ends without its result is sent
     again (it resumes from its checkpoint) up to `retries` times, then named as failed with its
     log. `on_done(assignment, result)` for each finished job; `record(tracked)` after each
-    change. Returns the failed assignments' names."""
+    change. The scheduler is asked afresh about every job each `look_s`, so that a job that
+    ended without a result (its node lost, killed) is seen within that time. Returns the failed
+    assignments' names."""
     waiting, live, failed = list(assignments), [], []
-    t0 = time.perf_counter()
+    t0 = looked = time.perf_counter()
     done = 0
 
     def send(batch: list[Assignment], attempt: int = 1) -> None:
@@ -324,7 +326,10 @@ def follow(assignments: list[Assignment], submit, echo=print, at_once: int | Non
             if record:
                 record(live)
         time.sleep(poll_s)
-        _ask_again_where_results_wait(live)
+        every_job = time.perf_counter() - looked >= look_s
+        if every_job:
+            looked = time.perf_counter()
+        _ask_afresh(live, every_job)
         for t in list(live):
             raw = str(t.job.state or "UNKNOWN")   # SLURM's may carry more: "CANCELLED by 42"
             state = raw if raw in ENDED else raw.split()[0]
@@ -357,13 +362,14 @@ def follow(assignments: list[Assignment], submit, echo=print, at_once: int | Non
     return failed
 
 
-def _ask_again_where_results_wait(live: list[Tracked]) -> None:
-    """Ask the scheduler afresh when a job it last showed running has written its result.
-    submitit asks sacct ever more rarely as jobs age (every 2 s at first, then at half the time
-    since the last submission, up to every 10 minutes), so a finished job would otherwise read
-    as running that long. One forced look per watcher covers all of its jobs."""
+def _ask_afresh(live: list[Tracked], every_job: bool = False) -> None:
+    """Ask the scheduler afresh when a job it last showed running has written its result, or
+    about every job (`every_job`). submitit asks sacct ever more rarely as jobs age (every 2 s at
+    first, then at half the time since the last submission, up to every 10 minutes), so a
+    finished job would otherwise read as running that long, and one that died without a result
+    too. One forced look per watcher covers all of its jobs."""
     watchers = {id(w): w for t in live
-                if t.state not in ENDED and t.job.paths.result_pickle.exists()
+                if t.state not in ENDED and (every_job or t.job.paths.result_pickle.exists())
                 and (w := getattr(t.job, "watcher", None)) is not None}
     for watcher in watchers.values():
         try:

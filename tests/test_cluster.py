@@ -344,6 +344,45 @@ def test_a_result_written_makes_follow_ask_the_scheduler_afresh(tmp_path):
     assert sum("done      train-x@c-0" in line for line in lines) == 1
 
 
+class DeadJob(FakeJob):
+    """Died at once without a result; its aged watcher shows it RUNNING until forced to look."""
+
+    def __init__(self, tmp: Path):
+        super().__init__(tmp, ok=False, polls=0)
+        self.watcher = Watcher()
+        self.watcher.pending = {self.job_id: "NODE_FAIL"}
+
+    @property
+    def state(self):
+        return self.watcher.states.get(self.job_id, "RUNNING")
+
+
+class Bounded(Clock):
+    """A clock that stops a follow loop going on past `limit` seconds."""
+
+    limit = 1000.0
+
+    def sleep(self, seconds):
+        super().sleep(seconds)
+        assert self.now <= self.limit, "still following after the clock's limit"
+
+
+def test_a_job_dead_without_a_result_is_seen_at_the_next_look_at_every_job(tmp_path, monkeypatch):
+    clock = Bounded()
+    monkeypatch.setattr(cluster, "time", clock)
+    jobs, sent = [DeadJob(tmp_path), FakeJob(tmp_path, ok=True)], []
+
+    def submit(batch):
+        sent.append(clock.now)
+        return [jobs.pop(0)]
+
+    lines = []
+    failed = cluster.follow([cluster.Assignment(["train-x@c-0"], [])], submit, lines.append,
+                            poll_s=5, grace_s=0, look_s=60)
+    assert failed == [] and sent == [0.0, 60.0], (sent, lines)
+    assert "ended without a result (state NODE_FAIL); sent again" in "\n".join(lines)
+
+
 class CancelledJob(FakeJob):
     """A job scancel ended after its own process recorded `error` (None: it had finished)."""
 
