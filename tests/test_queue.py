@@ -4,6 +4,7 @@ with `pytest -n 2 --dist loadfile` (make test) it runs beside test_pipeline.py's
 import json
 import re
 import shutil
+import time
 
 import psutil
 import pytest
@@ -19,17 +20,23 @@ def queue_status(cwd) -> dict:
     return {row[1]: row[-1] for row in rows if len(row) >= 4 and row[0] != "Task"}
 
 
-def worker_devices(cwd) -> list[str]:
+def worker_devices(cwd, want: list[str], timeout: float = 30) -> list[str]:
     """The CUDA_VISIBLE_DEVICES the queue workers running for the repository at `cwd` have (a
-    worker's pool processes carry its command line and environment)."""
-    devices = set()
-    for proc in queue_workers(cwd):
-        try:
-            if "queue-worker" in " ".join(proc.cmdline()):
-                devices.add(proc.environ().get("CUDA_VISIBLE_DEVICES", ""))
-        except psutil.NoSuchProcess:   # an experiment's command that has just ended
-            pass
-    return sorted(devices)
+    worker's pool processes carry its command line and environment), once they are `want` or
+    after `timeout` s: `dvc queue start` returns before the process it spawns has started its
+    worker."""
+    end = time.monotonic() + timeout
+    while True:
+        devices = set()
+        for proc in queue_workers(cwd):
+            try:
+                if "queue-worker" in " ".join(proc.cmdline()):
+                    devices.add(proc.environ().get("CUDA_VISIBLE_DEVICES", ""))
+            except psutil.NoSuchProcess:   # an experiment's command that has just ended
+                pass
+        if sorted(devices) == want or time.monotonic() > end:
+            return sorted(devices)
+        time.sleep(0.2)
 
 
 def queue(cwd, *args) -> str:
@@ -52,7 +59,7 @@ def test_queued_cells_retry_and_come_back_from_the_run_cache(clone):
         queue(clone, "-n", "expr-lstm-large-0", "-S", "models.lstm.lr=-1", cells[1])  # fails
         for k in (1, 2):  # worker k is added by `-j k`; it keeps the environment it starts with
             start_queue(clone, k, CUDA_VISIBLE_DEVICES=str(k - 1))
-        assert worker_devices(clone) == ["0", "1"]   # both at once, one device each
+        assert worker_devices(clone, ["0", "1"]) == ["0", "1"]   # both at once, one device each
         status = queue_status(clone)
         assert [status[f"expr-lstm-{s}-0"] for s in ("small", "large")] == ["Success", "Failed"], \
             status
