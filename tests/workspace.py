@@ -48,8 +48,7 @@ def queue_gone(path: Path, timeout: float = 120) -> None:
     """Wait until no queue worker of the repository at `path` is left (an idle one exits on its
     own after 10 s): a worker stopping as a task arrives would leave the task queued."""
     end = time.monotonic() + timeout
-    while [p for p in queue_workers(path) if p.is_running()
-           and p.status() != psutil.STATUS_ZOMBIE]:
+    while any(map(_alive, queue_workers(path))):
         if time.monotonic() > end:
             raise AssertionError(f"queue workers still running after {timeout:.0f} s")
         time.sleep(0.2)
@@ -154,6 +153,14 @@ def drained_queue(path: Path, timeout: float = 600) -> str:
         if time.monotonic() > end:
             raise AssertionError(f"the queue did not drain:\n{status}")
         time.sleep(0.5)
+
+
+def _alive(proc) -> bool:
+    """Whether `proc` still runs: a process that ended between being listed and asked is not."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _children(proc) -> list:
